@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.utils.translation import gettext as _
+from rest_framework import serializers
+
+from apps.accounts.models import ApiToken, Notification
+from apps.projects.api.serializers import VisibleProjectField
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    project = VisibleProjectField(required=False, allow_null=True)
+    days = serializers.IntegerField(
+        write_only=True, required=False, allow_null=True, help_text=_("Expire after this many days (empty: never).")
+    )
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "project",
+            "scope",
+            "prefix",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "is_active",
+            "days",
+        ]
+        read_only_fields = ["id", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+
+
+class NewApiTokenSerializer(ApiTokenSerializer):
+    token = serializers.CharField(read_only=True, help_text=_("The token itself. Shown only in this response."))
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Notification
+        fields = ["id", "message", "url", "created_at", "read_at"]
+        read_only_fields = fields
+
+
+class MarkReadSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.IntegerField(), required=False, help_text=_("Omit to mark all."))
+
+
+class ProfileSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = get_user_model()
+        fields = ["id", "username", "email", "first_name", "last_name", "date_joined", "is_staff"]
+        read_only_fields = ["id", "username", "date_joined", "is_staff"]
+
+    def validate_email(self, value: str) -> str:
+        User = get_user_model()
+        if value and User.objects.filter(email__iexact=value).exclude(pk=self.instance.pk).exists():
+            raise serializers.ValidationError(_("Another account uses this email."))
+        return value

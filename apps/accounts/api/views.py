@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, mixins, permissions, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.accounts import services
+from apps.accounts.api.serializers import (
+    ApiTokenSerializer,
+    MarkReadSerializer,
+    NewApiTokenSerializer,
+    NotificationSerializer,
+    ProfileSerializer,
+)
+from apps.accounts.models import ApiToken, Notification
+from apps.projects.api.base import TokenScopePermission
+
+USER_PERMISSIONS = [permissions.IsAuthenticated, TokenScopePermission]
+
+
+class ApiTokenViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Your API tokens. The raw token appears once, in the create response; DELETE revokes."""
+
+    serializer_class = ApiTokenSerializer
+    permission_classes = USER_PERMISSIONS
+    filterset_fields = ["scope"]
+    ordering_fields = ["created_at", "last_used_at"]
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return ApiToken.objects.filter(user=self.request.user).select_related("project")
+
+    def get_serializer_class(self) -> type:
+        return NewApiTokenSerializer if self.action == "create" else ApiTokenSerializer
+
+    def perform_create(self, serializer: NewApiTokenSerializer) -> None:
+        data = serializer.validated_data
+        token, raw = services.create_token(
+            self.request.user,
+            name=data["name"],
+            project=data.get("project"),
+            scope=data.get("scope", ApiToken.Scope.WRITE),
+            days=data.get("days"),
+        )
+        token.token = raw
+        serializer.instance = token
+
+    def perform_destroy(self, instance: ApiToken) -> None:
+        services.revoke_token(instance)
+
+
+class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Your notifications, newest first."""
+
+    serializer_class = NotificationSerializer
+    permission_classes = USER_PERMISSIONS
+    filterset_fields = {"read_at": ["isnull"]}
+
+    def get_queryset(self) -> QuerySet[Notification]:
+        return Notification.objects.filter(user=self.request.user)
+
+    @extend_schema(request=MarkReadSerializer, responses={200: MarkReadSerializer})
+    @action(detail=False, methods=["post"], url_path="mark-read")
+    def mark_read(self, request: Request) -> Response:
+        body = MarkReadSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        changed = services.mark_read(request.user, body.validated_data.get("ids"))
+        return Response({"marked": changed, "unread": services.unread_count(request.user)})
+
+
+class ProfileView(generics.RetrieveUpdateAPIView):
+    """The signed-in user's profile."""
+
+    serializer_class = ProfileSerializer
+    permission_classes = USER_PERMISSIONS
+    http_method_names = ["get", "patch", "head", "options"]
+
+    def get_object(self):  # type: ignore[override]
+        return self.request.user

@@ -1,0 +1,113 @@
+"""Tokens and notifications: creation, revocation, authentication and the live unread count."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from apps.accounts.models import ApiToken, Notification, hash_token
+
+# Record last use at most this often per token: a busy client must not turn reads into writes.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def create_token(
+    user: Any,
+    *,
+    name: str,
+    project: Any = None,
+    scope: str = ApiToken.Scope.WRITE,
+    days: int | None = None,
+) -> tuple[ApiToken, str]:
+    """Create a token and return it with its raw value, which is not stored and cannot be shown again."""
+    errors: dict[str, list[str]] = {}
+    if not (name or "").strip():
+        errors["name"] = [_("A name is required.")]
+    if scope not in ApiToken.Scope.values:
+        errors["scope"] = [_("Scope must be one of: %(choices)s.") % {"choices": ", ".join(ApiToken.Scope.values)}]
+    if days is not None and not 1 <= days <= settings.PORTAL_TOKEN_MAX_DAYS:
+        errors["days"] = [_("Expiry must be between 1 and %(max)d days.") % {"max": settings.PORTAL_TOKEN_MAX_DAYS}]
+    if project is not None:
+        from apps.projects.permissions import has_project_perm
+
+        if not has_project_perm(user, project, "view_project"):
+            errors["project"] = [_("You are not a member of this project.")]
+    if errors:
+        raise ValidationError(errors)
+    raw = ApiToken.generate()
+    token = ApiToken.objects.create(
+        user=user,
+        name=name.strip(),
+        project=project,
+        scope=scope,
+        prefix=raw[:12],
+        digest=hash_token(raw),
+        expires_at=timezone.now() + timedelta(days=days) if days else None,
+    )
+    return token, raw
+
+
+def revoke_token(token: ApiToken) -> ApiToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def authenticate_token(raw: str) -> ApiToken | None:
+    """The active token with this raw value, or None (unknown, revoked, expired or inactive user)."""
+    token = ApiToken.objects.active().select_related("user").filter(digest=hash_token(raw)).first()
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def purge_expired_tokens(older_than_days: int = 30) -> int:
+    """Delete tokens that expired or were revoked more than `older_than_days` ago."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    deleted, _details = ApiToken.objects.filter(expires_at__lt=cutoff).delete()
+    revoked, _details = ApiToken.objects.filter(revoked_at__lt=cutoff).delete()
+    return deleted + revoked
+
+
+def user_group(user_id: int) -> str:
+    return f"accounts.user.{user_id}"
+
+
+def unread_count(user: Any) -> int:
+    return Notification.objects.filter(user=user, read_at__isnull=True).count()
+
+
+def publish_unread_count(user_id: int) -> None:
+    """Push the user's unread count to their open websockets."""
+    count = Notification.objects.filter(user_id=user_id, read_at__isnull=True).count()
+    async_to_sync(get_channel_layer().group_send)(user_group(user_id), {"type": "unread.count", "unread": count})
+
+
+def notify(user: Any, message: str, url: str = "") -> Notification:
+    """Store a notification and, once the transaction commits, update the user's live count."""
+    notification = Notification.objects.create(user=user, message=message[:500], url=url)
+    transaction.on_commit(lambda: publish_unread_count(user.pk))
+    return notification
+
+
+def mark_read(user: Any, ids: list[int] | None = None) -> int:
+    qs = Notification.objects.filter(user=user, read_at__isnull=True)
+    if ids is not None:
+        qs = qs.filter(pk__in=ids)
+    changed = qs.update(read_at=timezone.now())
+    if changed:
+        transaction.on_commit(lambda: publish_unread_count(user.pk))
+    return changed

@@ -1,0 +1,108 @@
+"""Admin for projects. Staff who are not superusers see only their projects' rows; others are 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from guardian.admin import GuardedModelAdmin
+
+from apps.projects import permissions
+from apps.projects.models import Membership, Project, Quota
+
+
+class TenantAdminMixin:
+    """Restricts an admin to `Model.objects.for_user(...)`: rows of other projects do not exist (404).
+
+    Writes need the project permission `write_perm`; every tenant-owned model's admin uses this.
+    """
+
+    write_perm = permissions.CONTRIBUTE
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        qs = super().get_queryset(request)  # type: ignore[misc]
+        return qs if request.user.is_superuser else qs.for_user(request.user)
+
+    def _object_or_404(self, request: HttpRequest, object_id: str | None) -> Any:
+        if object_id is None:
+            return None
+        obj = self.get_object(request, object_id)  # type: ignore[attr-defined]
+        if obj is None:
+            raise Http404
+        return obj
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        self._object_or_404(request, object_id)
+        return super().change_view(request, object_id, form_url, extra_context)  # type: ignore[misc]
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        self._object_or_404(request, object_id)
+        return super().delete_view(request, object_id, extra_context)  # type: ignore[misc]
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        self._object_or_404(request, object_id)
+        return super().history_view(request, object_id, extra_context)  # type: ignore[misc]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and not request.user.is_superuser:
+            return permissions.has_project_perm(request.user, obj.project, self.write_perm)
+        return super().has_change_permission(request, obj)  # type: ignore[misc]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and not request.user.is_superuser:
+            return permissions.has_project_perm(request.user, obj.project, self.write_perm)
+        return super().has_delete_permission(request, obj)  # type: ignore[misc]
+
+
+class QuotaInline(admin.StackedInline):
+    model = Quota
+    can_delete = False
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+    readonly_fields = ["user", "role", "created_at"]
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # roles change through the members page/API so that permissions stay in sync
+
+
+@admin.register(Project)
+class ProjectAdmin(TenantAdminMixin, GuardedModelAdmin):
+    write_perm = permissions.CHANGE
+    list_display = ["name", "slug", "created_by", "created_at"]
+    search_fields = ["name", "slug"]
+    inlines = [QuotaInline, MembershipInline]
+    readonly_fields = ["created_by", "created_at"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(TenantAdminMixin, admin.ModelAdmin):
+    write_perm = permissions.MANAGE_MEMBERS
+    list_display = ["project", "user", "role", "created_at"]
+    list_filter = ["role"]
+    list_select_related = ["project", "user"]
+    search_fields = ["project__name", "user__username"]
+    readonly_fields = ["project", "user", "role", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Quota)
+class QuotaAdmin(TenantAdminMixin, admin.ModelAdmin):
+    list_display = ["project", "cpu_cores", "memory_bytes", "gpus", "concurrent_runs", "storage_bytes"]
+    list_select_related = ["project"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser  # quotas are the platform's to set
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -1,0 +1,89 @@
+"""The API's permission choke point: every project-owned endpoint subclasses `ProjectScopedViewSet`.
+
+- The queryset is `Model.objects.for_user(user, token=...)`, so other tenants' rows are 404.
+- `ProjectPermission` maps each action to a project permission (guardian): visible but not
+  allowed is 403. Read-only tokens cannot write; project tokens see one project only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db.models import Model, QuerySet
+from django.utils.translation import gettext as _
+from rest_framework import permissions, viewsets
+from rest_framework.request import Request
+
+from apps.accounts.models import ApiToken
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm, projects_for
+
+DEFAULT_ACTION_PERMS: dict[str, str] = {
+    "list": VIEW,
+    "retrieve": VIEW,
+    "create": CONTRIBUTE,
+    "update": CONTRIBUTE,
+    "partial_update": CONTRIBUTE,
+    "destroy": CONTRIBUTE,
+}
+
+
+def request_token(request: Request) -> ApiToken | None:
+    return request.auth if isinstance(request.auth, ApiToken) else None
+
+
+class TokenScopePermission(permissions.BasePermission):
+    """A read-scoped token may only use safe methods. Applies to every endpoint."""
+
+    message = _("This token is read-only.")
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        token = request_token(request)
+        return token is None or not token.read_only or request.method in permissions.SAFE_METHODS
+
+
+class ProjectPermission(permissions.BasePermission):
+    """The project permission the current action needs, checked on the object's project."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return bool(request.user and request.user.is_authenticated)
+
+    def has_object_permission(self, request: Request, view: Any, obj: Model) -> bool:
+        perm = view.required_perm()
+        if has_project_perm(request.user, obj.project, perm):
+            return True
+        self.message = _("Your role in this project does not allow this (%(perm)s).") % {"perm": perm}
+        return False
+
+
+class ProjectScopedViewSet(viewsets.ModelViewSet):
+    """Base viewset for models that belong to a project (directly or through their parent)."""
+
+    permission_classes = [permissions.IsAuthenticated, TokenScopePermission, ProjectPermission]
+    action_perms: ClassVar[dict[str, str]] = {}
+
+    def required_perm(self) -> str:
+        return {**DEFAULT_ACTION_PERMS, **self.action_perms}.get(self.action or "", CONTRIBUTE)
+
+    def get_queryset(self) -> QuerySet:
+        return self.queryset.for_user(self.request.user, token=request_token(self.request))
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        # Answer "not allowed" before "invalid": a viewer learns nothing from field errors.
+        slug = request.data.get("project") if hasattr(request.data, "get") else None
+        if isinstance(slug, str):
+            project = projects_for(request.user).filter(slug=slug).first()
+            if project is not None:
+                self.check_project(project)
+        return super().create(request, *args, **kwargs)
+
+    def check_project(self, project: Project, perm: str | None = None) -> None:
+        """For creates: the target project must be visible (else 404) and allow the action (else 403)."""
+        token = request_token(self.request)
+        if token is not None and token.project_id not in (None, project.pk):
+            self.permission_denied(self.request, message=_("This token is limited to another project."))
+        perm = perm or self.required_perm()
+        if not has_project_perm(self.request.user, project, perm):
+            self.permission_denied(
+                self.request, message=_("Your role in this project does not allow this (%(perm)s).") % {"perm": perm}
+            )

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from rest_framework import serializers
+
+from apps.projects.models import Membership, Project, Quota, Role
+from apps.projects.permissions import projects_for
+
+
+class RoleField(serializers.ChoiceField):
+    """Roles as names on the wire ("owner", "admin", "editor", "viewer"), integers in the database."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=[r.slug for r in Role], **kwargs)
+
+    def to_representation(self, value: int) -> str:
+        return Role(value).slug
+
+    def to_internal_value(self, data: Any) -> int:
+        return int(Role.from_name(super().to_internal_value(data)))
+
+
+class VisibleProjectField(serializers.SlugRelatedField):
+    """A project given by slug, looked up among the projects the requester (and token) can see."""
+
+    default_error_messages = {"does_not_exist": _("No project “{value}” that you can access.")}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(slug_field="slug", **kwargs)
+
+    def get_queryset(self):  # type: ignore[override]
+        request = self.context["request"]
+        qs = projects_for(request.user)
+        token = request.auth if hasattr(request.auth, "project_id") else None
+        if token is not None and token.project_id is not None:
+            qs = qs.filter(pk=token.project_id)
+        return qs
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Quota
+        fields = ["cpu_cores", "memory_bytes", "gpus", "concurrent_runs", "storage_bytes"]
+        read_only_fields = fields
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    quota = QuotaSerializer(read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    my_role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Project
+        fields = ["slug", "name", "description", "created_by", "created_at", "quota", "my_role"]
+        read_only_fields = ["created_by", "created_at"]
+        # Uniqueness and format are the service's job (one set of messages for pages and API).
+        extra_kwargs = {"slug": {"validators": []}}
+
+    def get_my_role(self, project: Project) -> str | None:
+        roles = self.context.get("my_roles")
+        if roles is None:
+            return None
+        role = roles.get(project.pk)
+        return Role(role).slug if role else None
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, list):
+            fields["slug"].read_only = True  # a slug is part of every URL: it never changes
+        return fields
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    project = VisibleProjectField()
+    user = serializers.CharField(
+        help_text=_("Username or email of the person to add."), source="user.username", max_length=254
+    )
+    email = serializers.EmailField(source="user.email", read_only=True)
+    role = RoleField()
+
+    class Meta:
+        model = Membership
+        fields = ["id", "project", "user", "email", "role", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+
+class MembershipUpdateSerializer(serializers.ModelSerializer):
+    role = RoleField()
+
+    class Meta:
+        model = Membership
+        fields = ["role"]
+
+
+class TransferSerializer(serializers.Serializer):
+    user = serializers.CharField(help_text=_("Username or email of the member who becomes owner."))

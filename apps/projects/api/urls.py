@@ -1,0 +1,7 @@
+from rest_framework.routers import SimpleRouter
+
+from apps.projects.api.views import MembershipViewSet, ProjectViewSet
+
+router = SimpleRouter()
+router.register("projects", ProjectViewSet, basename="project")
+router.register("memberships", MembershipViewSet, basename="membership")

@@ -1,0 +1,71 @@
+"""`manage.py demo`: an idempotent demo — user `demo`, project `demo` and an example of every feature.
+
+Each new feature adds its example objects here, so that the demo always shows the whole product.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from apps.accounts.models import Notification
+from apps.accounts.services import notify
+from apps.projects import services
+from apps.projects.models import Membership, Project, Role
+
+DEMO_MEMBERS = [("ada", "ada@example.com", Role.EDITOR), ("grace", "grace@example.com", Role.VIEWER)]
+
+
+class Command(BaseCommand):
+    help = "Create (or complete) the demo user, project and example objects. Safe to run again."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        User = get_user_model()
+        with transaction.atomic():
+            demo, created = User.objects.get_or_create(
+                username="demo", defaults={"email": "demo@example.com", "first_name": "Demo"}
+            )
+            password = os.environ.get("DEMO_PASSWORD")
+            if created or password:
+                password = password or secrets.token_urlsafe(12)
+                demo.set_password(password)
+                demo.save()
+            project = Project.objects.filter(slug="demo").first()
+            if project is None:
+                project = services.create_project(
+                    demo,
+                    slug="demo",
+                    name="Demo",
+                    description="A tour of the portal: members with every role, quotas and API tokens.",
+                )
+            for username, email, role in DEMO_MEMBERS:
+                user, user_created = User.objects.get_or_create(username=username, defaults={"email": email})
+                if user_created:
+                    user.set_unusable_password()  # example colleagues; nobody logs in as them
+                    user.save(update_fields=["password"])
+                if not Membership.objects.filter(project=project, user=user).exists():
+                    services.invite_member(project, demo, username, role)
+            quota = project.quota
+            if quota.cpu_cores is None:
+                quota.cpu_cores, quota.memory_bytes, quota.gpus = 8, 32 * 2**30, 1
+                quota.concurrent_runs, quota.storage_bytes = 4, 50 * 2**30
+                quota.save()
+            if not Notification.objects.filter(user=demo).exists():
+                notify(demo, "Welcome to the portal! Start with the demo project.", f"/p/{project.slug}/")
+
+        self.stdout.write(self.style.SUCCESS(f"Demo ready: project “{project.name}” at /p/{project.slug}/"))
+        if created or os.environ.get("DEMO_PASSWORD"):
+            shown = "(from DEMO_PASSWORD)" if os.environ.get("DEMO_PASSWORD") else password
+            self.stdout.write(f"  Log in as:  demo / {shown}")
+            if created and not os.environ.get("DEMO_PASSWORD"):
+                self.stdout.write("  This password is shown once. Set a new one with: DEMO_PASSWORD=… make demo")
+        else:
+            self.stdout.write(
+                "  Log in as demo (password printed when it was created; "
+                "to set a new one run: DEMO_PASSWORD=… make demo)"
+            )

@@ -1,0 +1,120 @@
+"""Projects (the tenant), memberships with roles, quotas, and guardian's per-project permission rows."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
+
+from apps.projects.querysets import TenantQuerySet
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
+    _("Use 1–50 lowercase letters, digits and hyphens, starting and ending with a letter or digit."),
+    code="invalid_slug",
+)
+
+RESERVED_SLUGS = frozenset({"new", "api", "admin", "static", "media", "ws", "settings"})
+
+
+class Role(models.IntegerChoices):
+    """Membership roles, ordered: each role can do everything the roles below it can."""
+
+    VIEWER = 10, _("Viewer")
+    EDITOR = 20, _("Editor")
+    ADMIN = 30, _("Admin")
+    OWNER = 40, _("Owner")
+
+    @classmethod
+    def from_name(cls, name: str) -> Role:
+        return cls[name.upper()]
+
+    @property
+    def slug(self) -> str:
+        return self.name.lower()
+
+
+class Project(models.Model):
+    """The tenant: everything a team works on lives in exactly one project."""
+
+    slug = models.CharField(_("slug"), max_length=50, unique=True, validators=[slug_validator])
+    name = models.CharField(_("name"), max_length=100)
+    description = models.TextField(_("description"), blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+
+    objects = TenantQuerySet.as_manager()
+    tenant_path = "pk"
+
+    class Meta:
+        ordering = ["name", "pk"]
+        constraints = [models.UniqueConstraint(Lower("name"), name="projects_project_name_unique_ci")]
+        permissions = [
+            ("contribute_project", _("Create and change objects in the project")),
+            ("manage_members", _("Invite, change and remove members")),
+            ("transfer_project", _("Transfer ownership of the project")),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def project(self) -> Project:
+        return self
+
+
+class Membership(models.Model):
+    """A user's role in a project; the source from which object permissions are granted."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.PositiveSmallIntegerField(_("role"), choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-role", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="projects_membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} — {self.get_role_display()} of {self.project}"
+
+    def get_role_slug(self) -> str:
+        return Role(self.role).slug
+
+
+class Quota(models.Model):
+    """Resource limits of a project, checked when work is submitted and when the queue dispatches.
+
+    Null means "no limit".
+    """
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="quota")
+    cpu_cores = models.DecimalField(_("CPU cores"), max_digits=8, decimal_places=2, null=True, blank=True)
+    memory_bytes = models.BigIntegerField(_("memory (bytes)"), null=True, blank=True)
+    gpus = models.DecimalField(_("GPUs"), max_digits=6, decimal_places=2, null=True, blank=True)
+    concurrent_runs = models.PositiveIntegerField(_("concurrent runs"), null=True, blank=True)
+    storage_bytes = models.BigIntegerField(_("storage (bytes)"), null=True, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"Quota of {self.project}"
+
+
+class ProjectUserObjectPermission(UserObjectPermissionBase):
+    """guardian's direct foreign key table: fast joins instead of generic string object ids."""
+
+    content_object = models.ForeignKey(Project, on_delete=models.CASCADE)
+
+
+class ProjectGroupObjectPermission(GroupObjectPermissionBase):
+    content_object = models.ForeignKey(Project, on_delete=models.CASCADE)

@@ -1,0 +1,27 @@
+"""The one queryset helper every tenant-owned model uses: `Model.objects.for_user(user, perm)`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
+
+if TYPE_CHECKING:
+    from apps.accounts.models import ApiToken
+
+
+class TenantQuerySet(models.QuerySet):
+    """Rows of the projects in which `user` holds `perm` (and, for a project token, of that project only).
+
+    A model names the path from itself to its Project in `tenant_path` (default "project").
+    """
+
+    def for_user(self, user: Any, perm: str = "view_project", token: ApiToken | None = None) -> TenantQuerySet:
+        from apps.projects.permissions import projects_for
+
+        path = getattr(self.model, "tenant_path", "project")
+        key = "pk" if path == "pk" else f"{path}_id"
+        qs = self.filter(**{f"{key}__in": projects_for(user, perm).values("pk")})
+        if token is not None and token.project_id is not None:
+            qs = qs.filter(**{key: token.project_id})
+        return qs

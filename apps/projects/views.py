@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods
+
+from apps.projects import services
+from apps.projects.access import project_view
+from apps.projects.forms import InviteForm, ProjectCreateForm, ProjectSettingsForm, RoleForm, TransferForm
+from apps.projects.models import Membership, Project, Role
+from apps.projects.permissions import CHANGE, DELETE, MANAGE_MEMBERS, TRANSFER, VIEW, has_project_perm
+
+
+def run_service(form: forms.Form, service: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a service; its field errors land on the form (None when it failed)."""
+    try:
+        return service(*args, **kwargs)
+    except ValidationError as exc:
+        if hasattr(exc, "error_dict"):
+            for field, errors in exc.error_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            form.add_error(None, exc)
+        return None
+
+
+@login_required
+@require_http_methods(["GET"])
+def dashboard(request: HttpRequest) -> HttpResponse:
+    memberships = (
+        Membership.objects.filter(user=request.user, project__in=Project.objects.for_user(request.user))
+        .select_related("project")
+        .annotate(member_count=Count("project__memberships"))
+        .order_by("project__name")
+    )
+    return render(request, "projects/dashboard.html", {"memberships": memberships})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_create(request: HttpRequest) -> HttpResponse:
+    form = ProjectCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        project = run_service(form, services.create_project, request.user, **form.cleaned_data)
+        if project is not None:
+            messages.success(request, _("Project “%(name)s” created.") % {"name": project.name})
+            return redirect("projects:overview", project=project.slug)
+    return render(request, "projects/project_form.html", {"form": form}, status=400 if form.errors else 200)
+
+
+def _member_context(request: HttpRequest, project: Project) -> dict[str, Any]:
+    can_manage = has_project_perm(request.user, project, MANAGE_MEMBERS)
+    is_owner = has_project_perm(request.user, project, TRANSFER)
+    memberships = project.memberships.select_related("user").order_by("-role", "user__username")
+    return {
+        "project": project,
+        "memberships": memberships,
+        "can_manage": can_manage,
+        "is_owner": is_owner,
+        "role_form": RoleForm(include_owner=is_owner),
+        "owner_role": Role.OWNER,
+    }
+
+
+@project_view(VIEW, methods=("GET",))
+def project_overview(request: HttpRequest, project: Project) -> HttpResponse:
+    my_role = Membership.objects.filter(project=project, user=request.user).values_list("role", flat=True).first()
+    return render(
+        request,
+        "projects/overview.html",
+        {
+            "project": project,
+            "my_role": Role(my_role).label if my_role else None,
+            "member_count": project.memberships.count(),
+            "can_change": has_project_perm(request.user, project, CHANGE),
+            "can_delete": has_project_perm(request.user, project, DELETE),
+        },
+    )
+
+
+@project_view(CHANGE)
+def project_settings(request: HttpRequest, project: Project) -> HttpResponse:
+    form = ProjectSettingsForm(request.POST or None, instance=project)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        if run_service(form, services.update_project, project, name=data["name"], description=data["description"]):
+            messages.success(request, _("Settings saved."))
+            return redirect("projects:overview", project=project.slug)
+    return render(
+        request,
+        "projects/settings.html",
+        {"project": project, "form": form, "can_delete": has_project_perm(request.user, project, DELETE)},
+        status=400 if form.errors else 200,
+    )
+
+
+@project_view(DELETE)
+def project_delete(request: HttpRequest, project: Project) -> HttpResponse:
+    if request.method == "POST":
+        if request.POST.get("confirm") != project.slug:
+            messages.error(request, _("Type the project's slug to confirm."))
+            return render(request, "projects/delete.html", {"project": project}, status=400)
+        name = project.name
+        services.delete_project(project)
+        messages.success(request, _("Project “%(name)s” deleted.") % {"name": name})
+        return redirect("projects:dashboard")
+    return render(request, "projects/delete.html", {"project": project})
+
+
+@project_view(VIEW, methods=("GET",))
+def member_list(request: HttpRequest, project: Project) -> HttpResponse:
+    context = _member_context(request, project)
+    context["invite_form"] = InviteForm(include_owner=context["is_owner"])
+    context["transfer_form"] = TransferForm()
+    return render(request, "projects/members.html", context)
+
+
+def _members_response(request: HttpRequest, project: Project, **extra: Any) -> HttpResponse:
+    """htmx swaps the members panel in place; a plain POST goes back to the page."""
+    if request.htmx:
+        context = _member_context(request, project)
+        context.update(extra)
+        context.setdefault("invite_form", InviteForm(include_owner=context["is_owner"]))
+        status = 400 if any(getattr(f, "errors", None) for f in extra.values()) else 200
+        return render(request, "projects/partials/members_panel.html", context, status=status)
+    for form in extra.values():
+        for error in getattr(form, "errors", {}).values():
+            messages.error(request, " ".join(error))
+    return redirect("projects:members", project=project.slug)
+
+
+@project_view(MANAGE_MEMBERS, methods=("POST",))
+def member_invite(request: HttpRequest, project: Project) -> HttpResponse:
+    is_owner = has_project_perm(request.user, project, TRANSFER)
+    form = InviteForm(request.POST, include_owner=is_owner)
+    if form.is_valid() and run_service(
+        form, services.invite_member, project, request.user, form.cleaned_data["user"], form.chosen_role
+    ):
+        messages.success(request, _("%(user)s added.") % {"user": form.cleaned_data["user"]})
+        form = InviteForm(include_owner=is_owner)
+    return _members_response(request, project, invite_form=form)
+
+
+@project_view(MANAGE_MEMBERS, model=Membership, methods=("POST",))
+def member_role(request: HttpRequest, project: Project, membership: Membership) -> HttpResponse:
+    form = RoleForm(request.POST, include_owner=has_project_perm(request.user, project, TRANSFER))
+    if form.is_valid():
+        run_service(form, services.change_role, membership, request.user, form.chosen_role)
+    return _members_response(request, project, role_form=form)
+
+
+@project_view(MANAGE_MEMBERS, model=Membership, methods=("POST",))
+def member_remove(request: HttpRequest, project: Project, membership: Membership) -> HttpResponse:
+    form = forms.Form(request.POST)
+    run_service(form, services.remove_member, membership, request.user)
+    return _members_response(request, project, remove_form=form)
+
+
+@project_view(TRANSFER, methods=("POST",))
+def project_transfer(request: HttpRequest, project: Project) -> HttpResponse:
+    form = TransferForm(request.POST)
+    if form.is_valid() and run_service(
+        form, services.transfer_ownership, project, request.user, form.cleaned_data["user"]
+    ):
+        messages.success(request, _("Ownership transferred to %(user)s.") % {"user": form.cleaned_data["user"]})
+    return _members_response(request, project, transfer_form=form)
+
+
+@project_view(VIEW, methods=("POST",))
+def project_leave(request: HttpRequest, project: Project) -> HttpResponse:
+    form = forms.Form(request.POST)
+    if run_service(form, services.leave_project, project, request.user) is None and form.errors:
+        for errors in form.errors.values():
+            messages.error(request, " ".join(errors))
+        return redirect("projects:members", project=project.slug)
+    messages.success(request, _("You left %(project)s.") % {"project": project.name})
+    return redirect("projects:dashboard")

@@ -1,0 +1,13 @@
+"""The /api/v1/ router: every app's SimpleRouter registry merged into one DefaultRouter, whose root lists
+every list endpoint."""
+
+from rest_framework.routers import DefaultRouter
+
+from apps.accounts.api.urls import router as accounts_router
+from apps.projects.api.urls import router as projects_router
+
+APP_ROUTERS = [projects_router, accounts_router]
+
+router = DefaultRouter()
+for app_router in APP_ROUTERS:
+    router.registry.extend(app_router.registry)

@@ -1,0 +1,1 @@
+"""Model-free helpers shared by the project and its apps."""

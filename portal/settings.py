@@ -1,0 +1,248 @@
+"""Settings of the portal: one file, driven by environment variables (see README, "Configuration").
+
+Without any variable set the portal runs embedded: SQLite in `var/`, a Celery broker on the
+filesystem and a SQLite-backed channel layer, so the whole product works on one machine with
+no server to install. `DATABASE_URL` and `REDIS_URL` switch to PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
+
+from portal.lib.env import envbool, envint, envlist, envsecret, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(envstr("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = envsecret("SECRET_KEY")
+if not SECRET_KEY and (VAR_DIR / "secret_key").is_file():
+    SECRET_KEY = (VAR_DIR / "secret_key").read_text().strip()  # generated once by `make run`
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off; `make run` generates one in var/."
+        )
+    SECRET_KEY = "insecure-development-key-only-used-with-DEBUG"
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
+SITE_URL = envstr("SITE_URL", "http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_prometheus",
+    "django_htmx",
+    "channels",
+    "guardian",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "apps.accounts",
+    "apps.projects",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+ASGI_APPLICATION = "portal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.i18n",
+                "apps.accounts.context_processors.notifications",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", 0))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web, worker and agent processes read while one of them writes.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+    # A file, not memory, so that live-server tests in other threads see the same data.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-portal.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis, Celery, Channels ---------------------------------------------------------------------
+REDIS_URL = envstr("REDIS_URL")
+REDIS_PREFIX = envstr("REDIS_PREFIX", "portal")
+
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_RESULT_BACKEND = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_PREFIX}:celery:"}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            # redis-py 8 defaults socket_timeout to 5 s, which closes idle websockets
+            # (channels_redis#422): never time out a blocking read of the layer.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}], "prefix": f"{REDIS_PREFIX}:ws"},
+        }
+    }
+else:
+    CELERY_BROKER_DIR = VAR_DIR / "celery"
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+    CELERY_RESULT_BACKEND = None
+    DATABASES["channels"] = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(VAR_DIR / "channels.sqlite3"),
+        "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "timeout": 20},
+        "TEST": {"NAME": str(VAR_DIR / "test-channels.sqlite3")},
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_lite.layers.core.SQLiteChannelLayer",
+            "CONFIG": {"database": "channels", "capacity": 1000},
+        }
+    }
+    INSTALLED_APPS.append("channels_lite")
+    DATABASE_ROUTERS = ["channels_lite.router.ChannelsRouter"]
+
+# --- Auth -------------------------------------------------------------------------------------
+AUTH_USER_MODEL = "accounts.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row; anonymous visitors see nothing.
+GUARDIAN_RAISE_403 = False
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "projects:dashboard"
+LOGOUT_REDIRECT_URL = "accounts:login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+PORTAL_TOKEN_MAX_DAYS = envint("PORTAL_TOKEN_MAX_DAYS", 365)
+PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
+
+SESSION_COOKIE_NAME = envstr("SESSION_COOKIE_NAME", "portal_sessionid")
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- REST API ---------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header turns "not logged in" into 401, not 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+        "rest_framework.filters.SearchFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "EXCEPTION_HANDLER": "apps.projects.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MLOps portal API",
+    "DESCRIPTION": "Projects, members, tokens and everything that lives in a project.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+
+# --- I18N / static ------------------------------------------------------------------------------
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = envstr("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True  # serve straight from static/ too, so a forgotten collectstatic never breaks a page
+MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
+MEDIA_URL = "/media/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+CELERY_BEAT_SCHEDULE = {
+    "purge-expired-tokens": {"task": "apps.accounts.tasks.purge_expired_tokens", "schedule": 24 * 3600},
+}

@@ -1,0 +1,25 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from apps.accounts.api.views import ProfileView
+from portal.api import router
+from portal.health import healthz, readyz
+
+api_patterns = [
+    path("", include(router.urls)),
+    path("me/", ProfileView.as_view(), name="me"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+]
+
+urlpatterns = [
+    path("", include("apps.projects.urls")),
+    path("accounts/", include("apps.accounts.urls")),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include((api_patterns, "api"))),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("", include("django_prometheus.urls")),
+    path("i18n/", include("django.conf.urls.i18n")),
+]

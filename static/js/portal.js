@@ -1,0 +1,25 @@
+// Live unread-notification count over a websocket, reconnecting with backoff.
+(function () {
+  "use strict";
+  const badge = document.getElementById("unread-count");
+  if (!badge || !window.WebSocket) return;
+  let delay = 1000;
+  function connect() {
+    const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    const socket = new WebSocket(scheme + window.location.host + badge.dataset.ws);
+    socket.onopen = function () { delay = 1000; };
+    socket.onmessage = function (event) {
+      const data = JSON.parse(event.data);
+      if (typeof data.unread === "number") {
+        badge.textContent = String(data.unread);
+        badge.classList.toggle("d-none", data.unread === 0);
+      }
+    };
+    socket.onclose = function (event) {
+      if (event.code === 4401) return; // logged out: do not retry
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 30000);
+    };
+  }
+  connect();
+})();

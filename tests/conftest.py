@@ -1,0 +1,98 @@
+"""Canonical people: alice owns project A, bob is a member of A, charlie owns project B and is an outsider to A."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from apps.projects.models import Role
+from tests.factories import PASSWORD, ProjectFactory, UserFactory, add_member, make_token
+
+
+def pytest_configure() -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@dataclass
+class World:
+    alice: object
+    bob: object
+    charlie: object
+    project_a: object
+    project_b: object
+
+
+@pytest.fixture
+def world(db) -> World:
+    alice = UserFactory(username="alice")
+    bob = UserFactory(username="bob")
+    charlie = UserFactory(username="charlie")
+    project_a = ProjectFactory(owner=alice, slug="project-a", name="Project A")
+    add_member(project_a, bob, Role.EDITOR)
+    project_b = ProjectFactory(owner=charlie, slug="project-b", name="Project B")
+    return World(alice, bob, charlie, project_a, project_b)
+
+
+@pytest.fixture
+def api() -> APIClient:
+    return APIClient()
+
+
+def token_client(user, **token_kwargs) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(user, **token_kwargs)}")
+    return client
+
+
+@pytest.fixture
+def password() -> str:
+    return PASSWORD
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LiveServer:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.host}:{self.port}"
+
+
+@pytest.fixture
+def live_asgi(transactional_db) -> Iterator[LiveServer]:
+    """The real ASGI application (HTTP + websockets) served by uvicorn in a thread on loopback."""
+    import uvicorn
+
+    from portal.asgi import application
+
+    port = free_port()
+    config = uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    yield LiveServer("127.0.0.1", port)
+    server.should_exit = True
+    thread.join(timeout=5)

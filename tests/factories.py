@@ -1,0 +1,57 @@
+"""factory-boy factories. Projects and memberships go through the services, so grants are real."""
+
+from __future__ import annotations
+
+import factory
+from django.contrib.auth import get_user_model
+
+from apps.accounts.services import create_token
+from apps.projects import services
+from apps.projects.models import Membership, Project, Role
+from apps.projects.permissions import sync_member_permissions
+
+PASSWORD = "correct horse battery staple"
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ["username"]
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
+    password = factory.PostGenerationMethodCall("set_password", PASSWORD)
+
+    @factory.post_generation
+    def _save(obj, create, extracted, **kwargs):  # noqa: N805
+        if create:
+            obj.save()
+
+
+class ProjectFactory(factory.Factory):
+    """A project created by `owner` through `create_project` (owner membership + quota + grants)."""
+
+    class Meta:
+        model = Project
+
+    owner = factory.SubFactory(UserFactory)
+    slug = factory.Sequence(lambda n: f"project-{n}")
+    name = factory.LazyAttribute(lambda p: p.slug.replace("-", " ").title())
+    description = ""
+
+    @classmethod
+    def _create(cls, model_class, owner, **kwargs):
+        return services.create_project(owner, **kwargs)
+
+
+def add_member(project: Project, user, role: Role) -> Membership:
+    """Put `user` in `project` with `role` (bypassing who-may-invite rules: test setup)."""
+    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    sync_member_permissions(project, user, role)
+    return membership
+
+
+def make_token(user, **kwargs) -> str:
+    kwargs.setdefault("name", "test")
+    return create_token(user, **kwargs)[1]
