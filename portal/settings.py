@@ -137,6 +137,8 @@ else:
         "store_processed": False,
     }
     CELERY_RESULT_BACKEND = None
+    for _folder in ("queue", "control"):
+        (CELERY_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
     DATABASES["channels"] = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(VAR_DIR / "channels.sqlite3"),

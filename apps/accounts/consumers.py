@@ -18,6 +18,8 @@ class NotificationConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
+            # Accept, then close with an application code: the browser then knows not to retry.
+            await self.accept()
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.group = user_group(user.pk)

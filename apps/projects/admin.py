@@ -7,9 +7,8 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from guardian.admin import GuardedModelAdmin
 
-from apps.projects import permissions
+from apps.projects import permissions, services
 from apps.projects.models import Membership, Project, Quota
 
 
@@ -75,12 +74,30 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(TenantAdminMixin, GuardedModelAdmin):
+class ProjectAdmin(TenantAdminMixin, admin.ModelAdmin):
+    """Object permissions are never edited here: they follow roles (apps.projects.permissions)."""
+
     write_perm = permissions.CHANGE
     list_display = ["name", "slug", "created_by", "created_at"]
     search_fields = ["name", "slug"]
     inlines = [QuotaInline, MembershipInline]
     readonly_fields = ["created_by", "created_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.readonly_fields, "slug"] if obj is not None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        # A new project goes through the service: owner membership, quota and grants included.
+        created = services.create_project(request.user, slug=obj.slug, name=obj.name, description=obj.description)
+        obj.pk = created.pk
+        obj._state.adding = False
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        if change:
+            super().save_related(request, form, formsets, change)
 
 
 @admin.register(Membership)

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+
+from portal import health
+
+pytestmark = pytest.mark.smoke
+
+
+def test_healthz_answers_without_touching_anything(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_readyz_checks_database_broker_and_channel_layer(client):
+    response = client.get("/readyz")
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["status"] == "ready"
+    assert set(body["checks"]) == {"database", "broker", "channel_layer"}
+    assert all(check["ok"] for check in body["checks"].values())
+
+
+@pytest.mark.django_db
+def test_readyz_is_503_with_the_reason_when_a_dependency_is_down(client, monkeypatch):
+    def broken() -> None:
+        raise ConnectionRefusedError("broker unreachable")
+
+    monkeypatch.setitem(health.CHECKS, "broker", broken)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not ready"
+    assert body["checks"]["broker"] == {"ok": False, "error": "ConnectionRefusedError: broker unreachable",
+                                        "ms": body["checks"]["broker"]["ms"]}
+    assert body["checks"]["database"]["ok"] is True
+
+
+@pytest.mark.django_db
+def test_metrics_are_prometheus_text(client):
+    client.get("/healthz")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "# TYPE django_http_requests_total_by_method_total counter" in text
+    assert 'django_http_requests_total_by_method_total{method="GET"}' in text
