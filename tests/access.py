@@ -17,7 +17,9 @@ from tests.factories import UserFactory, add_member
 # model -> make(project, owner) -> an instance belonging to `project`
 PROJECT_OBJECT_MAKERS: dict[type, Callable[[Project, Any], Any]] = {
     Project: lambda project, owner: project,
-    Membership: lambda project, owner: add_member(project, UserFactory(username=f"member-of-{project.slug}"), Role.VIEWER),
+    Membership: lambda project, owner: add_member(
+        project, UserFactory(username=f"member-of-{project.slug}"), Role.VIEWER
+    ),
     Quota: lambda project, owner: project.quota,
 }
 

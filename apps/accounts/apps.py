@@ -5,3 +5,6 @@ from django.utils.translation import gettext_lazy as _
 class AccountsConfig(AppConfig):
     name = "apps.accounts"
     verbose_name = _("Accounts")
+
+    def ready(self) -> None:
+        from apps.accounts import schema  # noqa: F401 - registers the OpenAPI auth extension

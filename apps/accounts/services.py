@@ -26,8 +26,13 @@ def create_token(
     project: Any = None,
     scope: str = ApiToken.Scope.WRITE,
     days: int | None = None,
+    via: ApiToken | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token and return it with its raw value, which is not stored and cannot be shown again."""
+    """Create a token and return it with its raw value, which is not stored and cannot be shown again.
+
+    `via` is the token the request came with, if any: the new token may not be broader than it (other
+    projects, write access, a longer life), or a limited token could mint itself an unlimited one.
+    """
     errors: dict[str, list[str]] = {}
     if not (name or "").strip():
         errors["name"] = [_("A name is required.")]
@@ -40,6 +45,9 @@ def create_token(
 
         if not has_project_perm(user, project, "view_project"):
             errors["project"] = [_("You are not a member of this project.")]
+    if via is not None:
+        for field, messages in _broader_than(via, project=project, scope=scope, days=days).items():
+            errors.setdefault(field, messages)
     if errors:
         raise ValidationError(errors)
     raw = ApiToken.generate()
@@ -53,6 +61,21 @@ def create_token(
         expires_at=timezone.now() + timedelta(days=days) if days else None,
     )
     return token, raw
+
+
+def _broader_than(via: ApiToken, *, project: Any, scope: str, days: int | None) -> dict[str, list[str]]:
+    """Field errors for each way a token created with `via` would reach further than `via` itself."""
+    errors: dict[str, list[str]] = {}
+    if via.project_id is not None and getattr(project, "pk", None) != via.project_id:
+        errors["project"] = [_("This token is limited to one project; it can only create tokens for that project.")]
+    if via.read_only and scope != ApiToken.Scope.READ:
+        errors["scope"] = [_("This token is read-only; it can only create read-only tokens.")]
+    # Compare in seconds: an out-of-range `days` (already an error) must not overflow a timedelta here.
+    if via.expires_at is not None and (
+        days is None or days * 86400 > (via.expires_at - timezone.now()).total_seconds()
+    ):
+        errors["days"] = [_("This token expires; it cannot create a token that outlives it.")]
+    return errors
 
 
 def revoke_token(token: ApiToken) -> ApiToken:

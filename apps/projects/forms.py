@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -15,14 +17,18 @@ class ProjectCreateForm(StyledFormMixin, forms.Form):
     description = forms.CharField(label=_("Description"), widget=forms.Textarea(attrs={"rows": 3}), required=False)
 
 
-class ProjectSettingsForm(StyledFormMixin, forms.ModelForm):
-    class Meta:
-        model = Project
-        fields = ["name", "description"]
-        widgets = {"description": forms.Textarea(attrs={"rows": 4})}
+class ProjectSettingsForm(StyledFormMixin, forms.Form):
+    """A plain form, not a ModelForm: a ModelForm would validate the model's case-insensitive name
+    constraint itself ("Constraint … is violated.") and write rejected input onto the project shown in
+    the page header. Uniqueness is checked by the service, with the same message as the API.
+    """
 
-    def validate_unique(self) -> None:
-        """Uniqueness is checked by the service, with the same message as the API."""
+    name = forms.CharField(label=_("Name"), max_length=100)
+    description = forms.CharField(label=_("Description"), widget=forms.Textarea(attrs={"rows": 4}), required=False)
+
+    @classmethod
+    def for_project(cls, project: Project, data: Any = None) -> ProjectSettingsForm:
+        return cls(data, initial={"name": project.name, "description": project.description})
 
 
 def role_choices(include_owner: bool) -> list[tuple[str, str]]:
@@ -42,10 +48,22 @@ class RoleForm(StyledFormMixin, forms.Form):
 
 
 class InviteForm(RoleForm):
-    user = forms.CharField(label=_("Username or email"), max_length=254)
+    user = forms.CharField(
+        label=_("Username or email"),
+        max_length=254,
+        widget=forms.TextInput(attrs={"placeholder": _("Username or email")}),
+    )
 
     field_order = ["user", "role"]
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["role"].initial = Role.EDITOR.slug  # the common case; owner is never the default
+
 
 class TransferForm(StyledFormMixin, forms.Form):
-    user = forms.CharField(label=_("New owner (username or email)"), max_length=254)
+    user = forms.CharField(
+        label=_("New owner (username or email)"),
+        max_length=254,
+        widget=forms.TextInput(attrs={"placeholder": _("Username or email of a member")}),
+    )

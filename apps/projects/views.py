@@ -89,7 +89,7 @@ def project_overview(request: HttpRequest, project: Project) -> HttpResponse:
 
 @project_view(CHANGE)
 def project_settings(request: HttpRequest, project: Project) -> HttpResponse:
-    form = ProjectSettingsForm(request.POST or None, instance=project)
+    form = ProjectSettingsForm.for_project(project, request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         if run_service(form, services.update_project, project, name=data["name"], description=data["description"]):
@@ -130,8 +130,9 @@ def _members_response(request: HttpRequest, project: Project, **extra: Any) -> H
         context = _member_context(request, project)
         context.update(extra)
         context.setdefault("invite_form", InviteForm(include_owner=context["is_owner"]))
-        status = 400 if any(getattr(f, "errors", None) for f in extra.values()) else 200
-        return render(request, "projects/partials/members_panel.html", context, status=status)
+        # 200 even when the panel carries errors: htmx 2 does not swap 4xx responses by default, so a 400
+        # would leave the old panel in place and the error unseen.
+        return render(request, "projects/partials/members_panel.html", context)
     for form in extra.values():
         for error in getattr(form, "errors", {}).values():
             messages.error(request, " ".join(error))
@@ -177,10 +178,10 @@ def project_transfer(request: HttpRequest, project: Project) -> HttpResponse:
 
 @project_view(VIEW, methods=("POST",))
 def project_leave(request: HttpRequest, project: Project) -> HttpResponse:
-    form = forms.Form(request.POST)
-    if run_service(form, services.leave_project, project, request.user) is None and form.errors:
-        for errors in form.errors.values():
-            messages.error(request, " ".join(errors))
+    try:
+        services.leave_project(project, request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
         return redirect("projects:members", project=project.slug)
     messages.success(request, _("You left %(project)s.") % {"project": project.name})
     return redirect("projects:dashboard")

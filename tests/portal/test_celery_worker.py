@@ -41,9 +41,26 @@ def worker(queue):
     env = {**os.environ, "DATABASE_URL": database_url_of_test_db(), "PORTAL_VAR_DIR": str(settings.VAR_DIR)}
     celery = Path(sys.executable).with_name("celery")
     proc = subprocess.Popen(
-        [str(celery), "-A", "portal", "worker", "--pool", "solo", "--queues", queue, "--loglevel", "WARNING",
-         "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        cwd=settings.BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            str(celery),
+            "-A",
+            "portal",
+            "worker",
+            "--pool",
+            "solo",
+            "--queues",
+            queue,
+            "--loglevel",
+            "WARNING",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     yield proc
     proc.terminate()

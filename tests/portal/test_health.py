@@ -33,8 +33,11 @@ def test_readyz_is_503_with_the_reason_when_a_dependency_is_down(client, monkeyp
     assert response.status_code == 503
     body = response.json()
     assert body["status"] == "not ready"
-    assert body["checks"]["broker"] == {"ok": False, "error": "ConnectionRefusedError: broker unreachable",
-                                        "ms": body["checks"]["broker"]["ms"]}
+    assert body["checks"]["broker"] == {
+        "ok": False,
+        "error": "ConnectionRefusedError: broker unreachable",
+        "ms": body["checks"]["broker"]["ms"],
+    }
     assert body["checks"]["database"]["ok"] is True
 
 

@@ -41,8 +41,13 @@ def portal(tmp_path):
         subprocess.run([python, "manage.py", *args], cwd=settings.BASE_DIR, env=env, check=True, capture_output=True)
     honcho = Path(python).with_name("honcho")
     proc = subprocess.Popen(
-        [str(honcho), "-f", "Procfile", "start"], cwd=settings.BASE_DIR, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [str(honcho), "-f", "Procfile", "start"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -68,11 +73,13 @@ def test_the_procfile_serves_the_login_page_and_the_demo_login_works(portal):
     assert status == 200
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
     status, url, html = fetch(
-        opener, f"{portal}/accounts/login/",
+        opener,
+        f"{portal}/accounts/login/",
         {"csrfmiddlewaretoken": token, "username": "demo", "password": "procfile-demo-password"},
     )
     assert status == 200
     assert url == f"{portal}/"
-    assert "Demo" in html and "Your projects" in html
+    assert "Demo" in html
+    assert "Your projects" in html
     status, _url, body = fetch(opener, f"{portal}/readyz")
     assert '"status": "ready"' in body

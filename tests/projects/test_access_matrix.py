@@ -39,7 +39,11 @@ class ApiCase:
 
     @property
     def model(self) -> type:
-        return self.viewset.queryset.model if self.viewset.queryset is not None else self.viewset.serializer_class.Meta.model
+        return (
+            self.viewset.queryset.model
+            if self.viewset.queryset is not None
+            else self.viewset.serializer_class.Meta.model
+        )
 
     def required_perm(self) -> str:
         view = self.viewset()
@@ -93,8 +97,10 @@ def test_the_router_root_lists_every_list_endpoint(world):
 
 @pytest.mark.parametrize("case", API_CASES, ids=str)
 def test_anonymous_gets_401(world, case):
-    obj = PROJECT_OBJECT_MAKERS[case.model](world.project_a, world.alice) if case in PROJECT_CASES else (
-        USER_OBJECT_MAKERS[case.model](world.alice)
+    obj = (
+        PROJECT_OBJECT_MAKERS[case.model](world.project_a, world.alice)
+        if case in PROJECT_CASES
+        else (USER_OBJECT_MAKERS[case.model](world.alice))
     )
     response = call(APIClient(), case, obj)
     assert response.status_code == 401, response.content
@@ -169,7 +175,9 @@ def _walk(patterns, prefix="", namespace=""):
 
 
 PROJECT_PAGES = [
-    PageCase(name, route, view) for route, name, view in _walk(get_resolver().url_patterns) if route.startswith("p/<slug:project>/")
+    PageCase(name, route, view)
+    for route, name, view in _walk(get_resolver().url_patterns)
+    if route.startswith("p/<slug:project>/")
 ]
 
 

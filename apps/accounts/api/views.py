@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics, mixins, permissions, viewsets
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import generics, mixins, permissions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,9 +16,19 @@ from apps.accounts.api.serializers import (
     ProfileSerializer,
 )
 from apps.accounts.models import ApiToken, Notification
-from apps.projects.api.base import TokenScopePermission
+from apps.projects.api.base import TokenScopePermission, request_token
 
 USER_PERMISSIONS = [permissions.IsAuthenticated, TokenScopePermission]
+
+
+class AccountWritePermission(permissions.BasePermission):
+    """A token limited to one project is a key to that project, not to the account: it cannot change it."""
+
+    message = "A project token cannot change the account; use an unlimited token or the web pages."
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        token = request_token(request)
+        return request.method in permissions.SAFE_METHODS or token is None or token.project_id is None
 
 
 class ApiTokenViewSet(
@@ -36,7 +46,13 @@ class ApiTokenViewSet(
     ordering_fields = ["created_at", "last_used_at"]
 
     def get_queryset(self) -> QuerySet[ApiToken]:
-        return ApiToken.objects.filter(user=self.request.user).select_related("project")
+        if getattr(self, "swagger_fake_view", False):
+            return ApiToken.objects.none()
+        tokens = ApiToken.objects.filter(user=self.request.user).select_related("project")
+        token = request_token(self.request)
+        if token is not None and token.project_id is not None:
+            tokens = tokens.filter(project_id=token.project_id)  # a project token sees its project's tokens
+        return tokens
 
     def get_serializer_class(self) -> type:
         return NewApiTokenSerializer if self.action == "create" else ApiTokenSerializer
@@ -49,6 +65,7 @@ class ApiTokenViewSet(
             project=data.get("project"),
             scope=data.get("scope", ApiToken.Scope.WRITE),
             days=data.get("days"),
+            via=request_token(self.request),
         )
         token.token = raw
         serializer.instance = token
@@ -65,9 +82,16 @@ class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
     filterset_fields = {"read_at": ["isnull"]}
 
     def get_queryset(self) -> QuerySet[Notification]:
+        if getattr(self, "swagger_fake_view", False):
+            return Notification.objects.none()
         return Notification.objects.filter(user=self.request.user)
 
-    @extend_schema(request=MarkReadSerializer, responses={200: MarkReadSerializer})
+    @extend_schema(
+        request=MarkReadSerializer,
+        responses=inline_serializer(
+            "MarkReadResult", {"marked": serializers.IntegerField(), "unread": serializers.IntegerField()}
+        ),
+    )
     @action(detail=False, methods=["post"], url_path="mark-read")
     def mark_read(self, request: Request) -> Response:
         body = MarkReadSerializer(data=request.data)
@@ -80,7 +104,7 @@ class ProfileView(generics.RetrieveUpdateAPIView):
     """The signed-in user's profile."""
 
     serializer_class = ProfileSerializer
-    permission_classes = USER_PERMISSIONS
+    permission_classes = [*USER_PERMISSIONS, AccountWritePermission]
     http_method_names = ["get", "patch", "head", "options"]
 
     def get_object(self):  # type: ignore[override]

@@ -38,12 +38,13 @@ class ProjectViewSet(ProjectScopedViewSet):
         "leave": VIEW,
     }
 
+    def my_roles(self) -> dict[int, int]:
+        return dict(Membership.objects.filter(user=self.request.user).values_list("project_id", "role"))
+
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         if self.request.user.is_authenticated:
-            context["my_roles"] = dict(
-                Membership.objects.filter(user=self.request.user).values_list("project_id", "role")
-            )
+            context["my_roles"] = self.my_roles()
         return context
 
     def perform_create(self, serializer: ProjectSerializer) -> None:
@@ -54,6 +55,8 @@ class ProjectViewSet(ProjectScopedViewSet):
         serializer.instance = services.create_project(
             self.request.user, slug=data["slug"], name=data["name"], description=data.get("description", "")
         )
+        # The context was built before the project existed: without this the response says my_role null.
+        serializer.context["my_roles"] = self.my_roles()
 
     def perform_update(self, serializer: ProjectSerializer) -> None:
         data = serializer.validated_data
@@ -111,9 +114,12 @@ class MembershipViewSet(ProjectScopedViewSet):
         services.remove_member(instance, self.request.user)
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        response = super().update(request, *args, **kwargs)
-        response.data = MembershipSerializer(self.get_object(), context=self.get_serializer_context()).data
-        return response
+        serializer = self.get_serializer(self.get_object(), data=request.data, partial=kwargs.pop("partial", False))
+        serializer.is_valid(raise_exception=True)
+        self.perform_update(serializer)
+        # Answer with the membership the service returned: fetching it again with get_object() would re-check
+        # manage_members, which an admin who just stepped down to editor no longer has (403 after the change).
+        return Response(MembershipSerializer(serializer.instance, context=self.get_serializer_context()).data)
 
     def check_object_permissions(self, request: Request, obj: Membership) -> None:
         if self.action == "destroy" and obj.user_id == request.user.pk:
