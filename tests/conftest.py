@@ -45,6 +45,19 @@ def api() -> APIClient:
     return APIClient()
 
 
+def user_client(user) -> APIClient:
+    """An API client signed in as `user` (session-less: DRF's force_authenticate)."""
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def role_of(project, user) -> int | None:
+    from apps.projects.models import Membership
+
+    return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
+
+
 def token_client(user, **token_kwargs) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(user, **token_kwargs)}")

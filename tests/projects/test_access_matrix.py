@@ -18,6 +18,7 @@ from apps.projects.models import Project, Role
 from apps.projects.permissions import ROLE_PERMISSIONS
 from portal.api import router
 from tests.access import PROJECT_OBJECT_MAKERS, USER_OBJECT_MAKERS, lookup_value
+from tests.conftest import user_client
 from tests.factories import UserFactory, add_member
 
 pytestmark = pytest.mark.smoke
@@ -77,12 +78,6 @@ def call(client: APIClient, case: ApiCase, obj: Any = None, data: dict | None = 
     return getattr(client, case.method)(url, data or {}, format="json")
 
 
-def client_for(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 def test_every_endpoint_has_an_object_maker():
     missing = {c.model.__name__ for c in PROJECT_CASES if c.model not in PROJECT_OBJECT_MAKERS}
     missing |= {c.model.__name__ for c in USER_CASES if c.model not in USER_OBJECT_MAKERS}
@@ -90,7 +85,7 @@ def test_every_endpoint_has_an_object_maker():
 
 
 def test_the_router_root_lists_every_list_endpoint(world):
-    response = client_for(world.alice).get("/api/v1/")
+    response = user_client(world.alice).get("/api/v1/")
     assert response.status_code == 200
     assert set(response.json()) == {prefix for prefix, _v, _b in router.registry}
 
@@ -110,7 +105,7 @@ def test_anonymous_gets_401(world, case):
 @pytest.mark.parametrize("case", [c for c in PROJECT_CASES if c.detail], ids=str)
 def test_non_member_gets_404_for_another_projects_object(world, case):
     obj = PROJECT_OBJECT_MAKERS[case.model](world.project_a, world.alice)
-    response = call(client_for(world.charlie), case, obj, data={"role": "viewer", "user": "charlie"})
+    response = call(user_client(world.charlie), case, obj, data={"role": "viewer", "user": "charlie"})
     assert response.status_code == 404, response.content
 
 
@@ -118,7 +113,7 @@ def test_non_member_gets_404_for_another_projects_object(world, case):
 def test_list_shows_only_own_projects_objects(world, case):
     obj = PROJECT_OBJECT_MAKERS[case.model](world.project_a, world.alice)
     theirs = PROJECT_OBJECT_MAKERS[case.model](world.project_b, world.charlie)
-    response = call(client_for(world.charlie), case)
+    response = call(user_client(world.charlie), case)
     assert response.status_code == 200
     keys = {str(row.get(case.viewset.lookup_field, row.get("id"))) for row in response.json()["results"]}
     assert lookup_value(theirs, case.viewset) in keys
@@ -138,7 +133,7 @@ def test_each_role_gets_exactly_its_permissions(world, case, role):
     add_member(world.project_a, user, role)
     obj = PROJECT_OBJECT_MAKERS[case.model](world.project_a, world.alice)
     data = {"project": world.project_a.slug, "user": "charlie", "role": "viewer", "name": "Renamed"}
-    response = call(client_for(user), case, obj, data=data)
+    response = call(user_client(user), case, obj, data=data)
     if case.required_perm() in ROLE_PERMISSIONS[role]:
         assert response.status_code not in (401, 403, 404), (role, response.content)
     else:
@@ -148,7 +143,7 @@ def test_each_role_gets_exactly_its_permissions(world, case, role):
 @pytest.mark.parametrize("case", [c for c in USER_CASES if c.detail], ids=str)
 def test_another_users_personal_objects_are_404(world, case):
     obj = USER_OBJECT_MAKERS[case.model](world.alice)
-    response = call(client_for(world.charlie), case, obj)
+    response = call(user_client(world.charlie), case, obj)
     assert response.status_code == 404, response.content
 
 

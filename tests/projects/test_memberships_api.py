@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
 from apps.accounts.models import Notification
-from apps.projects.models import Membership, Project, Role
+from apps.projects.models import Membership, Role
+from tests.conftest import role_of, user_client
 from tests.factories import UserFactory, add_member
 
 LIST_URL = "/api/v1/memberships/"
@@ -14,16 +14,6 @@ LIST_URL = "/api/v1/memberships/"
 
 def detail_url(membership: Membership) -> str:
     return f"{LIST_URL}{membership.pk}/"
-
-
-def as_user(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def role_of(project: Project, user) -> int | None:
-    return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
 
 
 @pytest.fixture
@@ -40,7 +30,7 @@ def alice_membership(world) -> Membership:
 
 
 def test_list_filtered_by_project_shows_its_members_with_roles(world):
-    response = as_user(world.bob).get(LIST_URL, {"project": "project-a"})
+    response = user_client(world.bob).get(LIST_URL, {"project": "project-a"})
 
     assert response.status_code == 200
     rows = response.json()["results"]
@@ -54,7 +44,7 @@ def test_list_filtered_by_project_shows_its_members_with_roles(world):
 
 
 def test_invite_by_username_returns_the_new_membership(world):
-    response = as_user(world.alice).post(
+    response = user_client(world.alice).post(
         LIST_URL, {"project": "project-a", "user": "charlie", "role": "viewer"}, format="json"
     )
 
@@ -75,7 +65,7 @@ def test_invite_by_username_returns_the_new_membership(world):
 
 
 def test_invite_by_email_answers_with_the_username(world):
-    response = as_user(world.alice).post(
+    response = user_client(world.alice).post(
         LIST_URL, {"project": "project-a", "user": "Charlie@Example.com", "role": "editor"}, format="json"
     )
 
@@ -85,7 +75,7 @@ def test_invite_by_email_answers_with_the_username(world):
 
 
 def test_invite_of_an_unknown_username_is_400_on_user(world):
-    response = as_user(world.alice).post(
+    response = user_client(world.alice).post(
         LIST_URL, {"project": "project-a", "user": "nobody", "role": "viewer"}, format="json"
     )
 
@@ -95,7 +85,7 @@ def test_invite_of_an_unknown_username_is_400_on_user(world):
 
 
 def test_invite_of_an_existing_member_is_400_on_user(world):
-    response = as_user(world.alice).post(
+    response = user_client(world.alice).post(
         LIST_URL, {"project": "project-a", "user": "bob", "role": "viewer"}, format="json"
     )
 
@@ -106,7 +96,9 @@ def test_invite_of_an_existing_member_is_400_on_user(world):
 
 @pytest.mark.parametrize("slug", ["no-such-project", "project-b"])
 def test_invite_into_an_unknown_or_invisible_project_is_400_on_project(world, slug):
-    response = as_user(world.alice).post(LIST_URL, {"project": slug, "user": "bob", "role": "viewer"}, format="json")
+    response = user_client(world.alice).post(
+        LIST_URL, {"project": slug, "user": "bob", "role": "viewer"}, format="json"
+    )
 
     assert response.status_code == 400
     assert list(response.json()) == ["project"]
@@ -116,7 +108,7 @@ def test_invite_into_an_unknown_or_invisible_project_is_400_on_project(world, sl
 
 @pytest.mark.parametrize("role", ["boss", "", "40"])
 def test_invite_with_an_invalid_role_is_400_on_role(world, role):
-    response = as_user(world.alice).post(
+    response = user_client(world.alice).post(
         LIST_URL, {"project": "project-a", "user": "charlie", "role": role}, format="json"
     )
 
@@ -129,7 +121,7 @@ def test_an_admin_cannot_invite_an_owner(world):
     admin = UserFactory(username="dave")
     add_member(world.project_a, admin, Role.ADMIN)
 
-    response = as_user(admin).post(
+    response = user_client(admin).post(
         LIST_URL, {"project": "project-a", "user": "charlie", "role": "owner"}, format="json"
     )
 
@@ -141,7 +133,7 @@ def test_an_admin_cannot_invite_an_owner(world):
 
 
 def test_patch_changes_the_role_and_returns_the_whole_membership(world, bob_membership):
-    response = as_user(world.alice).patch(detail_url(bob_membership), {"role": "admin"}, format="json")
+    response = user_client(world.alice).patch(detail_url(bob_membership), {"role": "admin"}, format="json")
 
     assert response.status_code == 200, response.content
     body = response.json()
@@ -156,7 +148,7 @@ def test_patch_changes_the_role_and_returns_the_whole_membership(world, bob_memb
 
 
 def test_patch_cannot_move_a_membership_to_another_user_or_project(world, bob_membership):
-    response = as_user(world.alice).patch(
+    response = user_client(world.alice).patch(
         detail_url(bob_membership), {"role": "viewer", "user": "charlie", "project": "project-b"}, format="json"
     )
 
@@ -170,7 +162,7 @@ def test_patch_cannot_move_a_membership_to_another_user_or_project(world, bob_me
 
 
 def test_patch_with_an_invalid_role_is_400(world, bob_membership):
-    response = as_user(world.alice).patch(detail_url(bob_membership), {"role": "root"}, format="json")
+    response = user_client(world.alice).patch(detail_url(bob_membership), {"role": "root"}, format="json")
     assert response.status_code == 400
     assert list(response.json()) == ["role"]
     assert role_of(world.project_a, world.bob) == Role.EDITOR
@@ -180,7 +172,7 @@ def test_an_admin_can_step_down_to_editor(world):
     admin = UserFactory(username="dave")
     own = add_member(world.project_a, admin, Role.ADMIN)
 
-    response = as_user(admin).patch(detail_url(own), {"role": "editor"}, format="json")
+    response = user_client(admin).patch(detail_url(own), {"role": "editor"}, format="json")
 
     assert response.status_code == 200, response.content
     assert response.json()["role"] == "editor"
@@ -188,7 +180,7 @@ def test_an_admin_can_step_down_to_editor(world):
 
 
 def test_the_last_owner_cannot_demote_themself(world, alice_membership):
-    response = as_user(world.alice).patch(detail_url(alice_membership), {"role": "admin"}, format="json")
+    response = user_client(world.alice).patch(detail_url(alice_membership), {"role": "admin"}, format="json")
 
     assert response.status_code == 400
     assert list(response.json()) == ["role"]
@@ -199,19 +191,19 @@ def test_the_last_owner_cannot_demote_themself(world, alice_membership):
 
 
 def test_delete_removes_the_member_and_their_access(world, bob_membership):
-    response = as_user(world.alice).delete(detail_url(bob_membership))
+    response = user_client(world.alice).delete(detail_url(bob_membership))
 
     assert response.status_code == 204
     assert not Membership.objects.filter(pk=bob_membership.pk).exists()
     assert not world.bob.has_perm("projects.view_project", world.project_a)
-    assert as_user(world.bob).get("/api/v1/projects/project-a/").status_code == 404
+    assert user_client(world.bob).get("/api/v1/projects/project-a/").status_code == 404
 
 
 def test_a_viewer_can_remove_themself(world):
     viewer = UserFactory(username="erin")
     own = add_member(world.project_a, viewer, Role.VIEWER)
 
-    response = as_user(viewer).delete(detail_url(own))
+    response = user_client(viewer).delete(detail_url(own))
 
     assert response.status_code == 204
     assert role_of(world.project_a, viewer) is None
@@ -221,12 +213,12 @@ def test_a_viewer_cannot_remove_someone_else(world, bob_membership):
     viewer = UserFactory(username="erin")
     add_member(world.project_a, viewer, Role.VIEWER)
 
-    assert as_user(viewer).delete(detail_url(bob_membership)).status_code == 403
+    assert user_client(viewer).delete(detail_url(bob_membership)).status_code == 403
     assert role_of(world.project_a, world.bob) == Role.EDITOR
 
 
 def test_the_last_owner_cannot_be_removed(world, alice_membership):
-    response = as_user(world.alice).delete(detail_url(alice_membership))
+    response = user_client(world.alice).delete(detail_url(alice_membership))
 
     assert response.status_code == 400
     assert list(response.json()) == ["role"]
@@ -237,5 +229,5 @@ def test_the_last_owner_cannot_be_removed(world, alice_membership):
 def test_an_owner_can_be_removed_by_another_owner(world, alice_membership):
     add_member(world.project_a, world.charlie, Role.OWNER)
 
-    assert as_user(world.charlie).delete(detail_url(alice_membership)).status_code == 204
+    assert user_client(world.charlie).delete(detail_url(alice_membership)).status_code == 204
     assert role_of(world.project_a, world.alice) is None

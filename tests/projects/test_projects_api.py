@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from apps.accounts.services import create_token, revoke_token
 from apps.projects.models import Membership, Project, Quota, Role
-from tests.conftest import token_client
+from tests.conftest import role_of, token_client, user_client
 from tests.factories import UserFactory, add_member
 
 LIST_URL = "/api/v1/projects/"
@@ -23,21 +23,11 @@ def detail_url(slug: str, action: str = "") -> str:
     return f"{LIST_URL}{slug}/" + (f"{action}/" if action else "")
 
 
-def as_user(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def role_of(project: Project, user) -> int | None:
-    return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
-
-
 # --- create -----------------------------------------------------------------------------------
 
 
 def test_create_returns_the_project_with_the_creator_as_owner(world):
-    response = as_user(world.bob).post(
+    response = user_client(world.bob).post(
         LIST_URL, {"slug": "vision", "name": "Vision", "description": "Image models"}, format="json"
     )
 
@@ -62,7 +52,7 @@ def test_create_returns_the_project_with_the_creator_as_owner(world):
 
 
 def test_a_created_project_appears_in_the_creators_list(world):
-    client = as_user(world.charlie)
+    client = user_client(world.charlie)
     client.post(LIST_URL, {"slug": "vision", "name": "Vision"}, format="json")
 
     rows = client.get(LIST_URL).json()["results"]
@@ -71,7 +61,7 @@ def test_a_created_project_appears_in_the_creators_list(world):
 
 @pytest.mark.parametrize("slug", ["Not A Slug", "-dash-first", "under_score"])
 def test_create_with_an_invalid_slug_is_400_on_slug(world, slug):
-    response = as_user(world.alice).post(LIST_URL, {"slug": slug, "name": "Fine"}, format="json")
+    response = user_client(world.alice).post(LIST_URL, {"slug": slug, "name": "Fine"}, format="json")
 
     assert response.status_code == 400
     body = response.json()
@@ -81,13 +71,13 @@ def test_create_with_an_invalid_slug_is_400_on_slug(world, slug):
 
 
 def test_create_with_a_reserved_slug_is_400_on_slug(world):
-    response = as_user(world.alice).post(LIST_URL, {"slug": "new", "name": "Fine"}, format="json")
+    response = user_client(world.alice).post(LIST_URL, {"slug": "new", "name": "Fine"}, format="json")
     assert response.status_code == 400
     assert "reserved" in response.json()["slug"][0]
 
 
 def test_create_with_a_duplicate_name_is_400_on_name(world):
-    response = as_user(world.charlie).post(LIST_URL, {"slug": "other", "name": "PROJECT A"}, format="json")
+    response = user_client(world.charlie).post(LIST_URL, {"slug": "other", "name": "PROJECT A"}, format="json")
 
     assert response.status_code == 400
     assert response.json() == {"name": ["A project with this name already exists."]}
@@ -95,19 +85,19 @@ def test_create_with_a_duplicate_name_is_400_on_name(world):
 
 
 def test_create_with_a_duplicate_slug_is_400_on_slug(world):
-    response = as_user(world.charlie).post(LIST_URL, {"slug": "project-a", "name": "Other"}, format="json")
+    response = user_client(world.charlie).post(LIST_URL, {"slug": "project-a", "name": "Other"}, format="json")
     assert response.status_code == 400
     assert response.json() == {"slug": ["A project with this slug already exists."]}
 
 
 def test_create_without_required_fields_lists_each_missing_field(world):
-    response = as_user(world.alice).post(LIST_URL, {}, format="json")
+    response = user_client(world.alice).post(LIST_URL, {}, format="json")
     assert response.status_code == 400
     assert set(response.json()) == {"slug", "name"}
 
 
 def test_malformed_json_is_a_400_not_a_500(world):
-    client = as_user(world.alice)
+    client = user_client(world.alice)
     response = client.post(LIST_URL, data='{"slug": "x", "name": ', content_type="application/json")
 
     assert response.status_code == 400
@@ -116,13 +106,13 @@ def test_malformed_json_is_a_400_not_a_500(world):
 
 
 def test_malformed_json_on_update_is_a_400_not_a_500(world):
-    response = as_user(world.alice).patch(detail_url("project-a"), data="{nope", content_type="application/json")
+    response = user_client(world.alice).patch(detail_url("project-a"), data="{nope", content_type="application/json")
     assert response.status_code == 400
     assert "JSON parse error" in response.json()["detail"]
 
 
 def test_a_json_list_body_is_a_400_not_a_500(world):
-    response = as_user(world.alice).post(LIST_URL, data="[1, 2]", content_type="application/json")
+    response = user_client(world.alice).post(LIST_URL, data="[1, 2]", content_type="application/json")
     assert response.status_code == 400
 
 
@@ -130,7 +120,7 @@ def test_a_json_list_body_is_a_400_not_a_500(world):
 
 
 def test_retrieve_shows_my_role(world):
-    body = as_user(world.bob).get(detail_url("project-a")).json()
+    body = user_client(world.bob).get(detail_url("project-a")).json()
     assert (body["slug"], body["name"], body["created_by"], body["my_role"]) == (
         "project-a",
         "Project A",
@@ -143,7 +133,9 @@ def test_an_admin_can_rename_the_project(world):
     admin = UserFactory(username="dave")
     add_member(world.project_a, admin, Role.ADMIN)
 
-    response = as_user(admin).patch(detail_url("project-a"), {"name": "Renamed", "description": "New"}, format="json")
+    response = user_client(admin).patch(
+        detail_url("project-a"), {"name": "Renamed", "description": "New"}, format="json"
+    )
 
     assert response.status_code == 200, response.content
     assert (response.json()["name"], response.json()["description"]) == ("Renamed", "New")
@@ -152,7 +144,7 @@ def test_an_admin_can_rename_the_project(world):
 
 
 def test_rename_to_another_projects_name_is_400_on_name(world):
-    response = as_user(world.alice).patch(detail_url("project-a"), {"name": "project b"}, format="json")
+    response = user_client(world.alice).patch(detail_url("project-a"), {"name": "project b"}, format="json")
     assert response.status_code == 400
     assert list(response.json()) == ["name"]
     world.project_a.refresh_from_db()
@@ -160,7 +152,7 @@ def test_rename_to_another_projects_name_is_400_on_name(world):
 
 
 def test_the_slug_cannot_be_changed(world):
-    client = as_user(world.alice)
+    client = user_client(world.alice)
     response = client.patch(detail_url("project-a"), {"slug": "changed", "name": "Renamed"}, format="json")
 
     assert response.status_code == 200
@@ -174,7 +166,7 @@ def test_the_slug_cannot_be_changed(world):
 def test_the_owner_deletes_the_project(world):
     project_pk = world.project_a.pk
 
-    response = as_user(world.alice).delete(detail_url("project-a"))
+    response = user_client(world.alice).delete(detail_url("project-a"))
 
     assert response.status_code == 204
     assert not Project.objects.filter(pk=project_pk).exists()
@@ -186,7 +178,7 @@ def test_an_admin_cannot_delete_the_project(world):
     admin = UserFactory(username="dave")
     add_member(world.project_a, admin, Role.ADMIN)
 
-    response = as_user(admin).delete(detail_url("project-a"))
+    response = user_client(admin).delete(detail_url("project-a"))
 
     assert response.status_code == 403
     assert Project.objects.filter(pk=world.project_a.pk).exists()
@@ -196,7 +188,7 @@ def test_an_admin_cannot_delete_the_project(world):
 
 
 def test_transfer_makes_the_member_owner_and_returns_their_membership(world):
-    response = as_user(world.alice).post(detail_url("project-a", "transfer"), {"user": "bob"}, format="json")
+    response = user_client(world.alice).post(detail_url("project-a", "transfer"), {"user": "bob"}, format="json")
 
     assert response.status_code == 200, response.content
     body = response.json()
@@ -212,7 +204,7 @@ def test_transfer_makes_the_member_owner_and_returns_their_membership(world):
 
 
 def test_transfer_to_a_non_member_is_400_on_user(world):
-    response = as_user(world.alice).post(detail_url("project-a", "transfer"), {"user": "charlie"}, format="json")
+    response = user_client(world.alice).post(detail_url("project-a", "transfer"), {"user": "charlie"}, format="json")
 
     assert response.status_code == 400
     assert response.json() == {"user": ["Ownership can only go to a member of the project."]}
@@ -220,13 +212,13 @@ def test_transfer_to_a_non_member_is_400_on_user(world):
 
 
 def test_transfer_without_a_user_is_400_on_user(world):
-    response = as_user(world.alice).post(detail_url("project-a", "transfer"), {}, format="json")
+    response = user_client(world.alice).post(detail_url("project-a", "transfer"), {}, format="json")
     assert response.status_code == 400
     assert list(response.json()) == ["user"]
 
 
 def test_a_member_leaves_and_no_longer_sees_the_project(world):
-    client = as_user(world.bob)
+    client = user_client(world.bob)
 
     response = client.post(detail_url("project-a", "leave"))
 
@@ -236,7 +228,7 @@ def test_a_member_leaves_and_no_longer_sees_the_project(world):
 
 
 def test_the_last_owner_cannot_leave(world):
-    response = as_user(world.alice).post(detail_url("project-a", "leave"))
+    response = user_client(world.alice).post(detail_url("project-a", "leave"))
 
     assert response.status_code == 400
     assert list(response.json()) == ["role"]
@@ -269,7 +261,7 @@ def test_a_read_token_cannot_update(world):
 
 def test_a_project_token_lists_only_its_project(world):
     add_member(world.project_b, world.alice, Role.VIEWER)
-    assert as_user(world.alice).get(LIST_URL).json()["count"] == 2
+    assert user_client(world.alice).get(LIST_URL).json()["count"] == 2
 
     client = token_client(world.alice, project=world.project_a)
 
