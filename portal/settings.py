@@ -52,6 +52,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "apps.accounts",
     "apps.projects",
+    "apps.runtime",
+    "apps.jobs",
 ]
 
 MIDDLEWARE = [
@@ -174,6 +176,15 @@ AUTH_PASSWORD_VALIDATORS = [
 PORTAL_TOKEN_MAX_DAYS = envint("PORTAL_TOKEN_MAX_DAYS", 365)
 PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
 
+# --- Runtime --------------------------------------------------------------------------------------
+PORTAL_RUNTIME = envstr("PORTAL_RUNTIME", "local")
+# Where task attempts write their outputs (PORTAL_OUTPUT_DIR) and read their inputs.
+PORTAL_WORK_DIR = Path(envstr("PORTAL_WORK_DIR", str(VAR_DIR / "work")))
+# An agent whose heartbeat is older than this is dead: its running workloads are lost.
+PORTAL_AGENT_TIMEOUT = envint("PORTAL_AGENT_TIMEOUT", 15)
+# Reserve this share of the machine for the portal itself (cores) when offering capacity.
+PORTAL_AGENT_RESERVED_CPU = float(envstr("PORTAL_AGENT_RESERVED_CPU", "0"))
+
 SESSION_COOKIE_NAME = envstr("SESSION_COOKIE_NAME", "portal_sessionid")
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
@@ -248,4 +259,7 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-tokens": {"task": "apps.accounts.tasks.purge_expired_tokens", "schedule": 24 * 3600},
+    # Level-triggered repair: runs whose events were lost, dead agents, due retries.
+    "reconcile-runs": {"task": "apps.jobs.tasks.reconcile", "schedule": 10.0},
+    "tick-schedules": {"task": "apps.jobs.tasks.tick_schedules", "schedule": 15.0},
 }

@@ -1,0 +1,308 @@
+"""Job templates, pipelines (DAGs), their runs and task attempts, schedules, logs and resource samples."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from apps.projects.querysets import TenantQuerySet
+
+
+class SharedTenantQuerySet(TenantQuerySet):
+    """Rows of the user's projects plus the built-in rows that belong to no project."""
+
+    def for_user(self, user, perm: str = "view_project", token=None):  # type: ignore[override]
+        from apps.projects.permissions import projects_for
+
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        visible = projects_for(user, perm).values("pk")
+        if token is not None and token.project_id is not None:
+            visible = visible.filter(pk=token.project_id)
+        q = models.Q(project_id__in=visible)
+        if perm == "view_project":
+            q |= models.Q(project__isnull=True)
+        return self.filter(q)
+
+
+class Kind(models.TextChoices):
+    JOB = "job", _("Job")
+    DISTRIBUTED = "distributed", _("Distributed")
+
+
+class Image(models.Model):
+    """A container image a template runs in (recorded locally; pulled on Kubernetes)."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    name = models.CharField(_("name"), max_length=200, help_text=_("e.g. python:3.11-slim"))
+    description = models.TextField(_("description"), blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = SharedTenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="jobs_image_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JobTemplate(models.Model):
+    """A reusable step: what to run and the JSON Schema of its arguments. Built-ins have no project.
+
+    A template is versioned: changing what it runs makes a new row with the next `version`, so a frozen
+    run always knows exactly what it ran, and caching keys on the version.
+    """
+
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="job_templates"
+    )
+    slug = models.SlugField(_("slug"), max_length=100)
+    version = models.PositiveIntegerField(_("version"), default=1)
+    name = models.CharField(_("name"), max_length=200)
+    category = models.CharField(_("category"), max_length=100, default="general")
+    description = models.TextField(_("description"), blank=True)
+    image = models.CharField(_("image"), max_length=200, default="python:3.11-slim")
+    command = models.JSONField(_("command"), default=list, help_text=_("Entrypoint as a list; args follow as --flags."))
+    workdir = models.CharField(_("working directory"), max_length=500, blank=True)
+    env = models.JSONField(_("environment"), default=dict, blank=True)
+    args_schema = models.JSONField(_("argument schema"), default=dict, blank=True)
+    resources = models.JSONField(_("default resources"), default=dict, blank=True)
+    kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices, default=Kind.JOB)
+    framework = models.CharField(_("framework"), max_length=30, blank=True)
+    replicas = models.JSONField(_("replicas per role"), default=dict, blank=True)
+    timeout = models.PositiveIntegerField(_("default timeout (s)"), null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = SharedTenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["category", "slug", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "slug", "version"], name="jobs_template_version_unique"),
+            models.UniqueConstraint(
+                fields=["slug", "version"], condition=models.Q(project__isnull=True), name="jobs_builtin_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.slug}@{self.version}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.slug}@{self.version}"
+
+
+class FailurePolicy(models.TextChoices):
+    FAIL_FAST = "fail_fast", _("Stop at the first failure")
+    CONTINUE = "continue", _("Run every node that can still run")
+
+
+class Pipeline(models.Model):
+    """A DAG of template invocations. `spec` is the whole definition (the YAML's `spec`), validated on save."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="pipelines")
+    name = models.SlugField(_("name"), max_length=100)
+    description = models.TextField(_("description"), blank=True)
+    spec = models.JSONField(_("specification"), default=dict)
+    layout = models.JSONField(_("editor layout"), default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="jobs_pipeline_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    CANCELLING = "cancelling", _("Cancelling")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+RUN_FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+class PipelineRun(models.Model):
+    """One execution of a pipeline. `spec` is frozen at start: templates resolved to versions, args final."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="pipeline_runs")
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    pipeline_name = models.CharField(max_length=100)
+    number = models.PositiveIntegerField()
+    spec = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    reason = models.TextField(blank=True)
+    trigger = models.CharField(max_length=20, default="manual")
+    schedule = models.ForeignKey("Schedule", on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    logical_date = models.DateTimeField(null=True, blank=True)
+    rerun_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="reruns")
+    priority = models.IntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["project", "number"], name="jobs_run_number_unique")]
+        indexes = [models.Index(fields=["project", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.pipeline_name} #{self.number}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in RUN_FINISHED
+
+
+class TaskStatus(models.TextChoices):
+    WAITING = "waiting", _("Waiting")  # ready, held back by quota/capacity/parallelism/backoff
+    QUEUED = "queued", _("Queued")  # handed to the runtime
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    CACHED = "cached", _("Cached")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    SKIPPED = "skipped", _("Skipped")
+    UPSTREAM_FAILED = "upstream_failed", _("Upstream failed")
+
+
+TASK_ACTIVE = {TaskStatus.QUEUED, TaskStatus.RUNNING}
+TASK_DONE_OK = {TaskStatus.SUCCEEDED, TaskStatus.CACHED, TaskStatus.SKIPPED}
+TASK_FINISHED = TASK_DONE_OK | {TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UPSTREAM_FAILED}
+
+
+class TaskRun(models.Model):
+    """One attempt of one node of a run (a retry is a new row with the next `attempt`)."""
+
+    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="tasks")
+    node = models.CharField(max_length=100)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=20, choices=TaskStatus.choices, default=TaskStatus.WAITING, db_index=True)
+    reason = models.TextField(blank=True)
+    waiting_reason = models.CharField(max_length=300, blank=True)
+    not_before = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    cache_key = models.CharField(max_length=64, blank=True, db_index=True)
+    cached_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    output_dir = models.CharField(max_length=500, blank=True)
+    output_digest = models.CharField(max_length=64, blank=True)
+    resources = models.JSONField(default=dict, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    runtime = models.CharField(max_length=20, default="local")
+    handle = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "run__project"
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run_id", "created_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["run", "node", "attempt"], name="jobs_taskrun_attempt_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.run} / {self.node} (attempt {self.attempt})"
+
+    @property
+    def project(self):  # noqa: ANN201
+        return self.run.project
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+
+class LogLine(models.Model):
+    """One line of output of one replica of one attempt. Append-only.
+
+    `seq` numbers a task attempt's lines from 1 without gaps; the primary key orders a whole run's lines
+    as they were stored (the websocket resumes from it)."""
+
+    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="log_lines")
+    task = models.ForeignKey(TaskRun, on_delete=models.CASCADE, related_name="log_lines")
+    node = models.CharField(max_length=100)
+    attempt = models.PositiveSmallIntegerField()
+    replica = models.CharField(max_length=50, default="0")
+    seq = models.BigIntegerField()
+    ts = models.DateTimeField()
+    stream = models.CharField(max_length=6, default="stdout")
+    text = models.TextField()
+
+    tenant_path = "run__project"
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run_id", "pk"]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="jobs_logline_seq_unique")]
+        indexes = [models.Index(fields=["run", "id"])]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
+class ResourceSample(models.Model):
+    """CPU and memory (and GPU) of a task's process tree, sampled by the runtime."""
+
+    task = models.ForeignKey(TaskRun, on_delete=models.CASCADE, related_name="samples")
+    ts = models.DateTimeField()
+    cpu_percent = models.FloatField()
+    rss_bytes = models.BigIntegerField()
+    gpu_percent = models.FloatField(null=True, blank=True)
+    gpu_memory_bytes = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["task_id", "ts"]
+        indexes = [models.Index(fields=["task", "ts"])]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} @ {self.ts}"
+
+
+class Schedule(models.Model):
+    """Runs a pipeline on a cron schedule (evaluated by Celery beat)."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="schedules")
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="schedules")
+    cron = models.CharField(_("cron expression"), max_length=100)
+    start_date = models.DateTimeField(_("start date"), default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now)
+    timezone = models.CharField(_("time zone"), max_length=64, default="UTC")  # shadows the module below
+    catchup = models.BooleanField(_("catch up missed runs"), default=False)
+    max_active_runs = models.PositiveSmallIntegerField(_("max active runs"), default=1)
+    depends_on_past = models.BooleanField(_("depends on past"), default=False)
+    enabled = models.BooleanField(_("enabled"), default=True)
+    last_logical_date = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pipeline__name", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.pipeline} {self.cron}"

@@ -1,0 +1,49 @@
+"""The Runtime interface. `local` (processes on this machine) and `kubernetes` implement it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from functools import cache
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from apps.runtime.workload import Capacity, Status, Workload
+
+RUNTIMES = {
+    "local": "apps.runtime.local.runtime.LocalRuntime",
+}
+
+
+class Runtime(ABC):
+    name: str
+
+    @abstractmethod
+    def submit(self, workload: Workload) -> str:
+        """Start the workload; returns a handle. Submitting the same uid again returns the same handle."""
+
+    @abstractmethod
+    def poll(self, handle: str) -> Status:
+        """The workload's phase, exit code and reason."""
+
+    @abstractmethod
+    def cancel(self, handle: str) -> None:
+        """Stop the workload (its whole process tree / all its pods). Idempotent."""
+
+    @abstractmethod
+    def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
+        """(replica, seq, iso timestamp, stream, text) from `since` on."""
+
+    @abstractmethod
+    def capacity(self) -> Capacity | None:
+        """Free and total resources, or None when the runtime cannot currently take work (agent down)."""
+
+
+@cache
+def get_runtime(name: str | None = None) -> Runtime:
+    name = name or settings.PORTAL_RUNTIME
+    try:
+        return import_string(RUNTIMES[name])()
+    except KeyError:
+        raise LookupError(f"unknown runtime {name!r}; known: {', '.join(RUNTIMES)}") from None
