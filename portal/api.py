@@ -4,9 +4,10 @@ every list endpoint."""
 from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.urls import router as accounts_router
+from apps.jobs.api.urls import router as jobs_router
 from apps.projects.api.urls import router as projects_router
 
-APP_ROUTERS = [projects_router, accounts_router]
+APP_ROUTERS = [projects_router, jobs_router, accounts_router]
 
 router = DefaultRouter()
 for app_router in APP_ROUTERS:

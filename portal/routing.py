@@ -1,5 +1,6 @@
 """All websocket routes, gathered from each app's routing module."""
 
 from apps.accounts.routing import websocket_urlpatterns as accounts_ws
+from apps.jobs.routing import websocket_urlpatterns as jobs_ws
 
-websocket_urlpatterns = [*accounts_ws]
+websocket_urlpatterns = [*accounts_ws, *jobs_ws]

@@ -15,6 +15,7 @@ api_patterns = [
 
 urlpatterns = [
     path("", include("apps.projects.urls")),
+    path("", include("apps.jobs.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),

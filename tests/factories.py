@@ -55,3 +55,36 @@ def add_member(project: Project, user, role: Role) -> Membership:
 def make_token(user, **kwargs) -> str:
     kwargs.setdefault("name", "test")
     return create_token(user, **kwargs)[1]
+
+
+PY_TEMPLATE_SCHEMA = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "x-portal-type": "text", "description": "Python source to run"}},
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+
+def python_template(project=None, slug: str = "py", **fields):
+    """A template that runs the Python source given as its `code` argument (in the task's venv)."""
+    from apps.jobs.models import JobTemplate
+
+    defaults = {
+        "name": "Python snippet",
+        "command": ["{python}", "-c", "import sys; exec(sys.argv[2])"],
+        "args_schema": PY_TEMPLATE_SCHEMA,
+        "resources": {"cpu": 0.1},
+    }
+    defaults.update(fields)
+    template, _ = JobTemplate.objects.update_or_create(project=project, slug=slug, version=1, defaults=defaults)
+    return template
+
+
+def pipeline(project, owner, nodes: list[dict], name: str = "pipe", **spec):
+    """A saved, validated pipeline. Nodes default to the `py` template."""
+    from apps.jobs.services import save_pipeline
+
+    python_template()
+    for node in nodes:
+        node.setdefault("template", "py")
+    return save_pipeline(project, owner, name=name, spec={"nodes": nodes, **spec})

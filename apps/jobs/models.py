@@ -210,6 +210,10 @@ class TaskRun(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     runtime = models.CharField(max_length=20, default="local")
     handle = models.CharField(max_length=200, blank=True)
+    api_token = models.ForeignKey(
+        "accounts.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="The short-lived token injected as PORTAL_API_TOKEN; revoked when the attempt ends.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

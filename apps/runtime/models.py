@@ -52,3 +52,13 @@ class LocalWorkload(models.Model):
 
     def __str__(self) -> str:
         return self.uid
+
+
+class DispatchLock(models.Model):
+    """A single row the dispatcher locks, so that two workers never hand out the same capacity."""
+
+    class Meta:
+        verbose_name = "dispatch lock"
+
+    def __str__(self) -> str:
+        return "dispatch lock"

@@ -1,0 +1,194 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.jobs import schedules, services
+from apps.jobs.api.serializers import (
+    JobTemplateSerializer,
+    PipelineRunSerializer,
+    PipelineSerializer,
+    PipelineYamlSerializer,
+    RerunSerializer,
+    ScheduleSerializer,
+    TaskRunSerializer,
+)
+from apps.jobs.args import validate_args_schema
+from apps.jobs.models import TASK_FINISHED, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.jobs.yaml_io import dump_pipeline, load_pipeline
+from apps.projects.api.base import ProjectScopedViewSet, request_token
+from apps.projects.permissions import CONTRIBUTE, VIEW
+
+
+class JobTemplateViewSet(ProjectScopedViewSet):
+    """Job templates: the built-ins (no project) and your projects' own. Changing one makes a new version."""
+
+    queryset = JobTemplate.objects.select_related("project")
+    serializer_class = JobTemplateSerializer
+    filterset_fields = ["slug", "category", "kind", "framework"]
+    search_fields = ["slug", "name", "description", "category"]
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def check_object_permissions(self, request: Request, obj: JobTemplate) -> None:
+        if obj.project_id is None and self.action != "retrieve":
+            self.permission_denied(request, message="Built-in templates cannot be changed.")
+        if obj.project_id is not None:
+            super().check_object_permissions(request, obj)
+
+    def perform_create(self, serializer: JobTemplateSerializer) -> None:
+        data = serializer.validated_data
+        project = data.get("project")
+        if project is None:
+            self.permission_denied(self.request, message="Give the project the template belongs to.")
+        self.check_project(project)
+        validate_args_schema(data.get("args_schema") or {})
+        latest = JobTemplate.objects.filter(project=project, slug=data["slug"]).order_by("-version").first()
+        serializer.save(version=(latest.version + 1) if latest else 1)
+
+
+class PipelineViewSet(ProjectScopedViewSet):
+    """Pipelines (DAGs of templates). Saving validates the whole spec; errors name the node and field."""
+
+    queryset = Pipeline.objects.select_related("project")
+    serializer_class = PipelineSerializer
+    filterset_fields = ["name"]
+    search_fields = ["name", "description"]
+    action_perms = {"run": CONTRIBUTE, "export": VIEW, "import_yaml": CONTRIBUTE}
+
+    def perform_create(self, serializer: PipelineSerializer) -> None:
+        data = serializer.validated_data
+        self.check_project(data["project"])
+        serializer.instance = services.save_pipeline(
+            data["project"], self.request.user, name=data["name"], spec=data["spec"],
+            description=data.get("description", ""), layout=data.get("layout"),
+        )  # fmt: skip
+
+    def perform_update(self, serializer: PipelineSerializer) -> None:
+        pipeline = serializer.instance
+        data = serializer.validated_data
+        serializer.instance = services.save_pipeline(
+            pipeline.project, self.request.user, pipeline=pipeline, name=data.get("name", pipeline.name),
+            spec=data.get("spec", pipeline.spec), description=data.get("description", pipeline.description),
+            layout=data.get("layout"),
+        )  # fmt: skip
+
+    @extend_schema(request=None, responses={201: PipelineRunSerializer})
+    @action(detail=True, methods=["post"])
+    def run(self, request: Request, pk: str | None = None) -> Response:
+        """Start a run of this pipeline."""
+        run = services.start_run(self.get_object(), request.user, trigger="api" if request_token(request) else "manual")
+        return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: OpenApiResponse(description="The pipeline as YAML")})
+    @action(detail=True, methods=["get"])
+    def export(self, request: Request, pk: str | None = None) -> HttpResponse:
+        pipeline = self.get_object()
+        response = HttpResponse(
+            dump_pipeline(pipeline.name, pipeline.description, pipeline.spec), content_type="application/yaml"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{pipeline.name}.yaml"'
+        return response
+
+    @extend_schema(request=PipelineYamlSerializer, responses={201: PipelineSerializer})
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_yaml(self, request: Request) -> Response:
+        """Create a pipeline from YAML, or update the one with the same name."""
+        body = PipelineYamlSerializer(data=request.data, context=self.get_serializer_context())
+        body.is_valid(raise_exception=True)
+        project = body.validated_data["project"]
+        self.check_project(project, CONTRIBUTE)
+        name, description, spec = load_pipeline(body.validated_data["yaml"])
+        existing = Pipeline.objects.filter(project=project, name=name).first()
+        pipeline = services.save_pipeline(
+            project, request.user, name=name, spec=spec, description=description, pipeline=existing
+        )
+        return Response(
+            PipelineSerializer(pipeline, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED
+        )
+
+
+class PipelineRunViewSet(ProjectScopedViewSet):
+    """Runs: frozen executions of pipelines. Cancel, retry what failed, or re-run from a node."""
+
+    queryset = PipelineRun.objects.select_related("project", "created_by")
+    serializer_class = PipelineRunSerializer
+    filterset_fields = ["status", "pipeline", "trigger", "schedule"]
+    search_fields = ["pipeline_name"]
+    ordering_fields = ["created_at", "number", "status"]
+    http_method_names = ["get", "post", "delete", "head", "options"]
+    action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE}
+
+    def get_queryset(self) -> QuerySet:
+        return (
+            super()
+            .get_queryset()
+            .annotate(done_count=Count("tasks__node", filter=Q(tasks__status__in=TASK_FINISHED), distinct=True))
+        )
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return Response({"detail": "Start a run with POST /api/v1/pipelines/{id}/run/."}, status=405)
+
+    def perform_destroy(self, instance: PipelineRun) -> None:
+        if not instance.is_finished:
+            raise ValidationError({"status": ["Cancel the run before deleting it."]})
+        instance.delete()
+
+    @extend_schema(request=None, responses={200: PipelineRunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        run = services.cancel_run(self.get_object())
+        return Response(PipelineRunSerializer(run).data)
+
+    @extend_schema(request=None, responses={201: PipelineRunSerializer})
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        """A new run that reuses every node that succeeded and runs the rest again."""
+        run = services.rerun_from(self.get_object(), request.user)
+        return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=RerunSerializer, responses={201: PipelineRunSerializer})
+    @action(detail=True, methods=["post"])
+    def rerun(self, request: Request, pk: str | None = None) -> Response:
+        """A new run from `node`: it and everything downstream run again, the rest is reused."""
+        body = RerunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.rerun_from(self.get_object(), request.user, node=body.validated_data.get("node"))
+        return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class TaskRunViewSet(ProjectScopedViewSet):
+    """Task attempts of runs (filter by `run`), with status, waiting reason, timing and resource usage."""
+
+    queryset = TaskRun.objects.select_related("run", "run__project")
+    serializer_class = TaskRunSerializer
+    filterset_fields = ["run", "node", "status"]
+    http_method_names = ["get", "head", "options"]
+
+
+class ScheduleViewSet(ProjectScopedViewSet):
+    """Cron schedules of pipelines (catch-up, max active runs, depends on past)."""
+
+    queryset = Schedule.objects.select_related("project", "pipeline")
+    serializer_class = ScheduleSerializer
+    filterset_fields = ["pipeline", "enabled"]
+
+    def perform_create(self, serializer: ScheduleSerializer) -> None:
+        data = serializer.validated_data
+        self.check_project(data["pipeline"].project)
+        schedules.validate_schedule(data["cron"], data.get("timezone", "UTC"))
+        serializer.save(project=data["pipeline"].project)
+
+    def perform_update(self, serializer: ScheduleSerializer) -> None:
+        data = serializer.validated_data
+        schedules.validate_schedule(
+            data.get("cron", serializer.instance.cron), data.get("timezone", serializer.instance.timezone)
+        )
+        serializer.save()

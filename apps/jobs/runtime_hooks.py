@@ -1,0 +1,60 @@
+"""What the runtime calls back for workloads of pipeline tasks (label `task_run`): output and state changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.utils import timezone
+
+from apps.jobs.models import LogLine, ResourceSample, TaskRun
+from apps.runtime.workload import Workload
+
+
+class TaskSink:
+    """Stores a task attempt's lines (through the log writer) and resource samples."""
+
+    def __init__(self, task: TaskRun) -> None:
+        from apps.jobs.logs import LogWriter
+
+        self.task = task
+        self.writer = LogWriter(task)
+        self.samples: list[ResourceSample] = []
+
+    def write(self, replica: str, stream: str, text: str) -> None:
+        self.writer.write(replica, stream, text)
+
+    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+        self.samples.append(
+            ResourceSample(task=self.task, ts=timezone.now(), cpu_percent=round(cpu_percent, 1), rss_bytes=rss_bytes)
+        )
+        if len(self.samples) >= 10:
+            self._flush_samples()
+
+    def flush_if_due(self) -> None:
+        self.writer.flush_if_due()
+
+    def close(self, usage: dict[str, float]) -> None:
+        self.writer.close()
+        self._flush_samples()
+        TaskRun.objects.filter(pk=self.task.pk).update(usage=usage)
+
+    def _flush_samples(self) -> None:
+        if self.samples:
+            ResourceSample.objects.bulk_create(self.samples)
+            self.samples = []
+
+
+class TaskListener:
+    def sink(self, workload: Workload) -> TaskSink:
+        return TaskSink(TaskRun.objects.select_related("run").get(pk=int(workload.labels["task_run"])))
+
+    def changed(self, workload: Workload) -> None:
+        from apps.jobs.tasks import advance_run
+
+        advance_run.delay(int(workload.labels["run"]))
+
+    def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
+        task_id = int(workload_uid.rsplit("-", 1)[-1])
+        lines = LogLine.objects.filter(task_id=task_id, seq__gt=since).order_by("seq")
+        for line in lines.iterator(chunk_size=2000):
+            yield line.replica, line.seq, line.ts.isoformat(), line.stream, line.text

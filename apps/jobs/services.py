@@ -1,0 +1,231 @@
+"""Pipeline workflows: save (validated), start (frozen), cancel, retry, re-run from a node.
+
+Views, the API, schedules and `demo --run` call these; the orchestrator then moves runs forward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max, Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from apps.jobs.dag import validate_spec
+from apps.jobs.models import (
+    RUN_FINISHED,
+    TASK_DONE_OK,
+    JobTemplate,
+    Pipeline,
+    PipelineRun,
+    RunStatus,
+    TaskRun,
+    TaskStatus,
+)
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, has_project_perm
+from apps.runtime.base import get_runtime
+
+
+def resolve_template(project: Project, ref: str) -> JobTemplate | None:
+    """`slug` (newest version) or `slug@3`, the project's own templates before the built-ins."""
+    slug, _at, version = str(ref).partition("@")
+    qs = JobTemplate.objects.filter(Q(project=project) | Q(project__isnull=True), slug=slug)
+    if version:
+        if not version.isdigit():
+            return None
+        qs = qs.filter(version=int(version))
+    # The project's own template wins over a built-in of the same slug (NULLs sort last descending on
+    # PostgreSQL and first on SQLite, so order on an explicit flag).
+    return qs.order_by(F("project_id").desc(nulls_last=True), "-version").first()
+
+
+def limits_for(project: Project) -> dict[str, float | int | None]:
+    """The largest a single node may ask for: the smaller of the project's quota and the machine."""
+    quota = getattr(project, "quota", None)
+    capacity = get_runtime().capacity()
+    limits: dict[str, float | int | None] = {"cpu": None, "memory_bytes": None, "gpu": None}
+    if quota is not None:
+        limits["cpu"] = float(quota.cpu_cores) if quota.cpu_cores is not None else None
+        limits["memory_bytes"] = quota.memory_bytes
+        limits["gpu"] = float(quota.gpus) if quota.gpus is not None else None
+    if capacity is not None:
+        for key, total in (
+            ("cpu", capacity.total_cpu),
+            ("memory_bytes", capacity.total_memory_bytes),
+            ("gpu", capacity.total_gpu),
+        ):
+            limits[key] = total if limits[key] is None else min(limits[key], total)  # type: ignore[type-var]
+    return limits
+
+
+def normalize_spec(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
+    """Validate a spec against the project's templates and limits; return it with defaults filled in."""
+    return validate_spec(spec, resolve_template=lambda ref: resolve_template(project, ref), limits=limits_for(project))
+
+
+def save_pipeline(
+    project: Project,
+    user: Any,
+    *,
+    name: str,
+    spec: dict[str, Any],
+    description: str = "",
+    layout: dict | None = None,
+    pipeline: Pipeline | None = None,
+) -> Pipeline:
+    """Create or update a pipeline after validating its spec (field errors name the node and field)."""
+    errors: dict[str, list[str]] = {}
+    clash = Pipeline.objects.filter(project=project, name=name)
+    if pipeline is not None:
+        clash = clash.exclude(pk=pipeline.pk)
+    if clash.exists():
+        errors["name"] = [_("A pipeline with this name already exists in the project.")]
+    try:
+        spec = normalize_spec(project, spec)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if errors:
+        raise ValidationError(errors)
+    if pipeline is None:
+        pipeline = Pipeline(project=project, created_by=user)
+    pipeline.name, pipeline.description, pipeline.spec = name, description, spec
+    if layout is not None:
+        pipeline.layout = layout
+    pipeline.updated_at = timezone.now()
+    try:
+        pipeline.save()
+    except IntegrityError:
+        raise ValidationError({"name": [_("A pipeline with this name already exists in the project.")]}) from None
+    return pipeline
+
+
+def _freeze(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec a run executes: validated now, every node bound to an exact template row."""
+    frozen = normalize_spec(project, spec)
+    for node in frozen["nodes"]:
+        node["template_id"] = resolve_template(project, node["template"]).pk  # type: ignore[union-attr]
+    return frozen
+
+
+def _next_number(project: Project) -> int:
+    return (PipelineRun.objects.filter(project=project).aggregate(n=Max("number"))["n"] or 0) + 1
+
+
+def _create_run(project: Project, user: Any, **fields: Any) -> PipelineRun:
+    for _attempt in range(5):
+        try:
+            with transaction.atomic():
+                return PipelineRun.objects.create(
+                    project=project, created_by=user, number=_next_number(project), **fields
+                )
+        except IntegrityError:  # two runs took the same number at once: take the next one
+            continue
+    raise RuntimeError("could not allocate a run number")
+
+
+def _kick(run: PipelineRun) -> None:
+    from apps.jobs.tasks import advance_run
+
+    transaction.on_commit(lambda: advance_run.delay(run.pk))
+
+
+def start_run(
+    pipeline: Pipeline,
+    user: Any,
+    *,
+    trigger: str = "manual",
+    schedule: Any = None,
+    logical_date: Any = None,
+) -> PipelineRun:
+    """Freeze the pipeline into a run and queue it."""
+    if user is not None and not has_project_perm(user, pipeline.project, CONTRIBUTE):
+        raise PermissionDenied(_("Your role in this project does not allow starting runs."))
+    spec = _freeze(pipeline.project, pipeline.spec)
+    with transaction.atomic():
+        run = _create_run(
+            pipeline.project,
+            user,
+            pipeline=pipeline,
+            pipeline_name=pipeline.name,
+            spec=spec,
+            priority=int(spec.get("priority") or 0),
+            trigger=trigger,
+            schedule=schedule,
+            logical_date=logical_date,
+        )
+        _kick(run)
+    return run
+
+
+def cancel_run(run: PipelineRun) -> PipelineRun:
+    """Stop a run: queued work is dropped, running processes are killed."""
+    with transaction.atomic():
+        run = PipelineRun.objects.select_for_update().get(pk=run.pk)
+        if run.status in RUN_FINISHED or run.status == RunStatus.CANCELLING:
+            return run
+        run.status = RunStatus.CANCELLING
+        run.save(update_fields=["status"])
+        _kick(run)
+    return run
+
+
+def rerun_from(run: PipelineRun, user: Any, node: str | None = None) -> PipelineRun:
+    """A new run of the same frozen spec. Nodes that are not `node` or downstream of it, and that
+    succeeded before, reuse their outputs; without `node`, every node that did not succeed runs again."""
+    names = [n["name"] for n in run.spec["nodes"]]
+    if node is not None and node not in names:
+        raise ValidationError({"node": [_("No node “%(node)s” in this run.") % {"node": node}]})
+    if user is not None and not has_project_perm(user, run.project, CONTRIBUTE):
+        raise PermissionDenied(_("Your role in this project does not allow starting runs."))
+    previous = {t.node: t for t in run.tasks.order_by("node", "attempt")}
+    if node is None:  # retry: whatever did not succeed
+        rerun_nodes = {n for n in names if n not in previous or previous[n].status not in TASK_DONE_OK}
+    else:
+        rerun_nodes = _downstream(run.spec, node)
+    with transaction.atomic():
+        new = _create_run(
+            run.project,
+            user,
+            pipeline=run.pipeline,
+            pipeline_name=run.pipeline_name,
+            spec=run.spec,
+            priority=run.priority,
+            trigger="rerun",
+            rerun_of=run,
+        )
+        now = timezone.now()
+        for name in names:
+            old = previous.get(name)
+            reusable = old is not None and old.status in TASK_DONE_OK and old.output_dir
+            if reusable and name not in rerun_nodes:
+                TaskRun.objects.create(
+                    run=new,
+                    node=name,
+                    status=TaskStatus.CACHED,
+                    cached_from=old.cached_from or old,
+                    output_dir=old.output_dir,
+                    output_digest=old.output_digest,
+                    cache_key=old.cache_key,
+                    reason=_("reused from %(run)s") % {"run": run},
+                    started_at=now,
+                    finished_at=now,
+                )
+        _kick(new)
+    return new
+
+
+def _downstream(spec: dict[str, Any], start: str) -> set[str]:
+    children: dict[str, list[str]] = {}
+    for n in spec["nodes"]:
+        for dep in n.get("depends_on", []):
+            children.setdefault(dep, []).append(n["name"])
+    seen, stack = {start}, [start]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return seen

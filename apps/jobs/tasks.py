@@ -1,0 +1,24 @@
+"""Celery entry points of the orchestrator. Each takes ids and is safe to run twice."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from apps.jobs import orchestrator
+
+
+@shared_task(ignore_result=True)
+def advance_run(run_id: int) -> None:
+    orchestrator.advance_run(run_id)
+
+
+@shared_task(ignore_result=True)
+def reconcile() -> None:
+    orchestrator.reconcile()
+
+
+@shared_task(ignore_result=True)
+def tick_schedules() -> None:
+    from apps.jobs.schedules import tick
+
+    tick()

@@ -1,0 +1,62 @@
+"""How a runtime hands output and state changes back to the portal without importing the apps above it.
+
+The app that submits workloads (jobs today; notebooks and serving later) registers a `Listener` for a
+label key it puts on its workloads, e.g. `{"task_run": "42"}`. The local agent streams each replica's
+lines and resource samples into the listener's sink and tells it when the workload changes phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from apps.runtime.workload import Workload
+
+
+class Sink(Protocol):
+    def write(self, replica: str, stream: str, text: str) -> None: ...
+
+    def sample(self, cpu_percent: float, rss_bytes: int) -> None: ...
+
+    def flush_if_due(self) -> None: ...
+
+    def close(self, usage: dict[str, float]) -> None: ...
+
+
+class Listener(Protocol):
+    def sink(self, workload: Workload) -> Sink: ...
+
+    def changed(self, workload: Workload) -> None: ...
+
+    def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]: ...
+
+
+_listeners: dict[str, Listener] = {}
+
+
+def register(label: str, listener: Listener) -> None:
+    """Called from an AppConfig.ready(): workloads labelled `label` report to `listener`."""
+    _listeners[label] = listener
+
+
+def listener_for(workload: Workload) -> Listener | None:
+    for label, listener in _listeners.items():
+        if label in workload.labels:
+            return listener
+    return None
+
+
+class DiscardSink:
+    """For workloads nobody listens to: output is dropped (and said so once)."""
+
+    def write(self, replica: str, stream: str, text: str) -> None:
+        pass
+
+    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+        pass
+
+    def flush_if_due(self) -> None:
+        pass
+
+    def close(self, usage: dict[str, float]) -> None:
+        pass

@@ -1,0 +1,346 @@
+"""The local agent (`manage.py runagent`): claims workloads, runs them as process trees, streams their
+output, samples their CPU and memory, enforces timeouts and cancellation, and reports every change.
+
+One thread per workload supervises its replicas; two reader threads per replica stream stdout and
+stderr. The main loop wakes on a UDP datagram from `LocalRuntime.submit/cancel` (or once a second)
+and heartbeats, so the portal can tell a dead agent from a busy one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import IO
+
+import psutil
+from django.conf import settings
+from django.db import close_old_connections, connections
+from django.utils import timezone
+
+from apps.runtime import hooks
+from apps.runtime.local.launch import ReplicaSpec, plan
+from apps.runtime.models import Agent, LocalWorkload
+from apps.runtime.workload import Workload
+
+log = logging.getLogger("portal.agent")
+
+HEARTBEAT_SECONDS = 2.0
+SAMPLE_SECONDS = 1.0
+KILL_GRACE_SECONDS = 5.0
+
+
+def detect_capacity() -> dict:
+    """Cores, memory and GPUs of this machine (GPUs through nvidia-smi when it is installed)."""
+    gpus: list[dict] = []
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout
+            for line in out.strip().splitlines():
+                index, name, memory = (part.strip() for part in line.split(","))
+                gpus.append({"index": int(index), "name": name, "memory_bytes": int(float(memory)) * 2**20})
+        except (subprocess.SubprocessError, ValueError, OSError) as exc:
+            log.warning("nvidia-smi failed, assuming no GPUs: %s", exc)
+    cpu = max((os.cpu_count() or 1) - settings.PORTAL_AGENT_RESERVED_CPU, 0.5)
+    return {"cpu": cpu, "memory_bytes": psutil.virtual_memory().total, "gpu": len(gpus), "gpus": gpus}
+
+
+def kill_tree(pid: int, sig: int) -> None:
+    """Signal a replica's whole process group, and any descendant that left it."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        children = []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.send_signal(sig)
+
+
+def tree_usage(pid: int) -> tuple[float, int]:
+    """(CPU %, RSS bytes) of a process and its descendants."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0, 0
+    cpu, rss = 0.0, 0
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                cpu += proc.cpu_percent(None)
+                rss += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return cpu, rss
+
+
+@dataclass
+class Supervised:
+    row_id: int
+    workload: Workload
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class Supervisor(threading.Thread):
+    """Runs one workload to the end and records how it ended."""
+
+    def __init__(self, agent: LocalAgent, item: Supervised) -> None:
+        super().__init__(name=f"supervise-{item.workload.uid}", daemon=True)
+        self.agent = agent
+        self.item = item
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception:
+            log.exception("supervising %s failed", self.item.workload.uid)
+            self._finish(LocalWorkload.State.FAILED, None, "the agent failed while supervising this workload")
+        finally:
+            self.agent.forget(self.item)
+            connections.close_all()
+
+    def _run(self) -> None:
+        workload = self.item.workload
+        listener = hooks.listener_for(workload)
+        self.sink = listener.sink(workload) if listener else hooks.DiscardSink()
+        specs = plan(workload)
+        procs: list[tuple[ReplicaSpec, subprocess.Popen]] = []
+        try:
+            for spec in specs:
+                os.makedirs(spec.cwd, exist_ok=True)
+                procs.append((spec, self._spawn(spec)))
+        except OSError as exc:
+            for _spec, proc in procs:
+                kill_tree(proc.pid, signal.SIGKILL)
+            self._finish(LocalWorkload.State.FAILED, None, f"could not start: {exc}")
+            return
+        started = timezone.now()
+        LocalWorkload.objects.filter(pk=self.item.row_id).update(
+            state=LocalWorkload.State.RUNNING, started_at=started, pids={s.name: p.pid for s, p in procs}
+        )
+        self._changed()
+        readers = [
+            threading.Thread(target=self._pump, args=(spec.name, stream_name, stream), daemon=True)
+            for spec, proc in procs
+            for stream_name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
+        ]
+        for reader in readers:
+            reader.start()
+
+        deadline = time.monotonic() + workload.timeout if workload.timeout else None
+        reason, state = "", None
+        peak_rss, cpu_seconds, last_sample = 0, 0.0, time.monotonic()
+        for _spec, proc in procs:
+            tree_usage(proc.pid)  # prime psutil's cpu_percent
+        while any(proc.poll() is None for _s, proc in procs):
+            if self.item.cancel.is_set():
+                state, reason = LocalWorkload.State.CANCELLED, "cancelled"
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                state, reason = LocalWorkload.State.FAILED, f"timeout: still running after {workload.timeout} s"
+                break
+            failed = next(((s, p) for s, p in procs if p.poll() not in (None, 0)), None)
+            if failed is not None and len(procs) > 1:
+                # A distributed job fails as a whole when one replica fails (the operators' default).
+                state = LocalWorkload.State.FAILED
+                reason = f"replica {failed[0].name} exited with code {failed[1].returncode}"
+                break
+            now = time.monotonic()
+            if now - last_sample >= SAMPLE_SECONDS:
+                cpu, rss = 0.0, 0
+                for _s, proc in procs:
+                    c, r = tree_usage(proc.pid)
+                    cpu, rss = cpu + c, rss + r
+                cpu_seconds += cpu / 100 * (now - last_sample)
+                peak_rss = max(peak_rss, rss)
+                last_sample = now
+                with self.lock:
+                    self.sink.sample(cpu, rss)
+            with self.lock:
+                self.sink.flush_if_due()
+            time.sleep(0.05)
+
+        if state is not None:  # stop what is still running
+            for _s, proc in procs:
+                kill_tree(proc.pid, signal.SIGTERM)
+            end = time.monotonic() + KILL_GRACE_SECONDS
+            while time.monotonic() < end and any(p.poll() is None for _s, p in procs):
+                time.sleep(0.05)
+            for _s, proc in procs:
+                kill_tree(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+
+        exit_code = next((p.returncode for _s, p in procs if p.returncode != 0), 0)
+        if state is None:
+            bad = next(((s, p) for s, p in procs if p.returncode != 0), None)
+            if bad is None:
+                state = LocalWorkload.State.SUCCEEDED
+            else:
+                state = LocalWorkload.State.FAILED
+                code = bad[1].returncode
+                reason = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                if len(procs) > 1:
+                    reason = f"replica {bad[0].name} {reason}"
+        elapsed = (timezone.now() - started).total_seconds()
+        usage = {"cpu_seconds": round(cpu_seconds, 3), "peak_rss_bytes": peak_rss, "wall_seconds": round(elapsed, 3)}
+        with self.lock:
+            self.sink.close(usage)
+        self._finish(state, exit_code, reason)
+
+    def _spawn(self, spec: ReplicaSpec) -> subprocess.Popen:
+        return subprocess.Popen(
+            spec.argv,
+            cwd=spec.cwd,
+            env=spec.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group: a timeout or cancel kills the whole tree
+        )
+
+    def _pump(self, replica: str, stream_name: str, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            with self.lock:
+                self.sink.write(replica, stream_name, text)
+        stream.close()
+
+    def _finish(self, state: str, exit_code: int | None, reason: str) -> None:
+        LocalWorkload.objects.filter(pk=self.item.row_id).update(
+            state=state, exit_code=exit_code, reason=reason[:2000], finished_at=timezone.now()
+        )
+        self._changed()
+
+    def _changed(self) -> None:
+        listener = hooks.listener_for(self.item.workload)
+        if listener is not None:
+            try:
+                listener.changed(self.item.workload)
+            except Exception:
+                log.exception("notifying about %s failed", self.item.workload.uid)
+
+
+class LocalAgent:
+    """The supervisor of all local workloads on this machine."""
+
+    def __init__(self, max_workloads: int = 64) -> None:
+        self.max_workloads = max_workloads
+        self.running: dict[int, Supervised] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.capacity = detect_capacity()
+        self.agent = Agent.objects.create(
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            address="{}:{}".format(*self.sock.getsockname()),
+            capacity=self.capacity,
+        )
+
+    def forget(self, item: Supervised) -> None:
+        with self.lock:
+            self.running.pop(item.row_id, None)
+
+    def run_forever(self) -> None:
+        log.info("agent %s listening on %s with %s", self.agent.pk, self.agent.address, self.capacity)
+        self.adopt_orphans()
+        last_beat = 0.0
+        while not self.stopping.is_set():
+            readable, _w, _x = select.select([self.sock], [], [], 1.0)
+            if readable:
+                while True:  # drain every pending wake-up
+                    try:
+                        self.sock.recv(64, socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        break
+            close_old_connections()
+            self.claim()
+            self.check_cancellations()
+            if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                Agent.objects.filter(pk=self.agent.pk).update(heartbeat_at=timezone.now(), capacity=self.capacity)
+                last_beat = time.monotonic()
+        self.shutdown()
+
+    def adopt_orphans(self) -> None:
+        """Workloads of dead agents on this host: their processes are killed and they are marked lost."""
+        hostname = socket.gethostname()
+        stale = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
+        orphans = LocalWorkload.objects.filter(
+            state__in=[LocalWorkload.State.PENDING, LocalWorkload.State.RUNNING],
+            agent__hostname=hostname,
+            agent__heartbeat_at__lt=stale,
+        ).exclude(agent=self.agent)
+        for row in orphans:
+            mark_lost(row)
+
+    def claim(self) -> None:
+        with self.lock:
+            room = self.max_workloads - len(self.running)
+        if room <= 0:
+            return
+        pending = LocalWorkload.objects.filter(state=LocalWorkload.State.PENDING, agent__isnull=True)
+        for row in pending.order_by("created_at", "pk")[:room]:
+            if not LocalWorkload.objects.filter(pk=row.pk, agent__isnull=True).update(agent=self.agent):
+                continue  # another agent took it
+            item = Supervised(row.pk, Workload.from_dict(row.spec))
+            with self.lock:
+                self.running[row.pk] = item
+            Supervisor(self, item).start()
+
+    def check_cancellations(self) -> None:
+        with self.lock:
+            ids = list(self.running)
+        if not ids:
+            return
+        for pk in LocalWorkload.objects.filter(pk__in=ids, cancel_requested=True).values_list("pk", flat=True):
+            with self.lock:
+                item = self.running.get(pk)
+            if item is not None:
+                item.cancel.set()
+
+    def shutdown(self) -> None:
+        """Stop accepting work; cancel what runs (its state is recorded), then say goodbye."""
+        with self.lock:
+            items = list(self.running.values())
+        for item in items:
+            item.cancel.set()
+        deadline = time.monotonic() + KILL_GRACE_SECONDS + 5
+        while time.monotonic() < deadline:
+            with self.lock:
+                if not self.running:
+                    break
+            time.sleep(0.1)
+        Agent.objects.filter(pk=self.agent.pk).update(stopped_at=timezone.now())
+        self.sock.close()
+
+
+def mark_lost(row: LocalWorkload, reason: str = "agent lost") -> bool:
+    """Record that a workload's agent died; kill what is left of it when it ran on this host."""
+    if row.agent is not None and row.agent.hostname == socket.gethostname():
+        for pid in (row.pids or {}).values():
+            kill_tree(int(pid), signal.SIGKILL)
+    changed = LocalWorkload.objects.filter(
+        pk=row.pk, state__in=[LocalWorkload.State.PENDING, LocalWorkload.State.RUNNING]
+    ).update(state=LocalWorkload.State.LOST, reason=reason, finished_at=timezone.now())
+    return bool(changed)

@@ -1,0 +1,105 @@
+"""The `local` runtime: workloads are rows that a `runagent` process on this machine claims and runs."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.runtime import hooks
+from apps.runtime.base import Runtime
+from apps.runtime.local.agent import mark_lost
+from apps.runtime.models import Agent, LocalWorkload
+from apps.runtime.workload import Capacity, Phase, Status, Workload
+
+ACTIVE = [LocalWorkload.State.PENDING, LocalWorkload.State.RUNNING]
+
+
+def live_agents():
+    cutoff = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
+    return Agent.objects.filter(heartbeat_at__gte=cutoff, stopped_at__isnull=True)
+
+
+def wake_agents() -> None:
+    """Nudge every live agent (best effort: agents also look for work once a second)."""
+    for address in live_agents().values_list("address", flat=True):
+        host, _sep, port = address.rpartition(":")
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.sendto(b"wake", (host, int(port)))
+        except (OSError, ValueError):
+            continue
+
+
+class LocalRuntime(Runtime):
+    name = "local"
+
+    def submit(self, workload: Workload) -> str:
+        LocalWorkload.objects.get_or_create(uid=workload.uid, defaults={"spec": workload.as_dict()})
+        wake_agents()
+        return workload.uid
+
+    def poll(self, handle: str) -> Status:
+        row = LocalWorkload.objects.select_related("agent").filter(uid=handle).first()
+        if row is None:
+            return Status(Phase.LOST, reason="the runtime has no record of this workload")
+        if row.state in ACTIVE and row.agent is not None and not self._alive(row.agent):
+            mark_lost(row)
+            row.refresh_from_db()
+        return Status(Phase(row.state), exit_code=row.exit_code, reason=row.reason)
+
+    def cancel(self, handle: str) -> None:
+        unclaimed = LocalWorkload.objects.filter(uid=handle, state=LocalWorkload.State.PENDING, agent__isnull=True)
+        if unclaimed.update(state=LocalWorkload.State.CANCELLED, reason="cancelled", finished_at=timezone.now()):
+            return
+        LocalWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True)
+        wake_agents()
+
+    def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
+        row = LocalWorkload.objects.filter(uid=handle).first()
+        if row is None:
+            return iter(())
+        listener = hooks.listener_for(Workload.from_dict(row.spec))
+        return listener.logs(handle, since) if listener else iter(())
+
+    def capacity(self) -> Capacity | None:
+        agent = live_agents().order_by("-heartbeat_at").first()
+        if agent is None:
+            return None
+        total = agent.capacity
+        used_cpu = used_mem = used_gpu = 0.0
+        for spec in LocalWorkload.objects.filter(state__in=ACTIVE).values_list("spec", flat=True):
+            res = spec.get("resources", {})
+            replicas = (
+                max(sum(int(n) for n in spec.get("replicas", {}).values()), 1)
+                if spec.get("kind") == "distributed"
+                else 1
+            )
+            used_cpu += float(res.get("cpu") or 0) * replicas
+            used_mem += float(res.get("memory_bytes") or 0) * replicas
+            used_gpu += float(res.get("gpu") or 0) * replicas
+        return Capacity(
+            cpu=total.get("cpu", 0) - used_cpu,
+            memory_bytes=int(total.get("memory_bytes", 0) - used_mem),
+            gpu=total.get("gpu", 0) - used_gpu,
+            total_cpu=total.get("cpu", 0),
+            total_memory_bytes=int(total.get("memory_bytes", 0)),
+            total_gpu=total.get("gpu", 0),
+        )
+
+    @staticmethod
+    def _alive(agent: Agent) -> bool:
+        cutoff = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
+        return agent.stopped_at is None and agent.heartbeat_at >= cutoff
+
+    def repair(self) -> int:
+        """Mark workloads of dead agents lost (the reconcile loop calls this). Returns how many."""
+        cutoff = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
+        dead = LocalWorkload.objects.filter(state__in=ACTIVE, agent__isnull=False).filter(
+            Q(agent__heartbeat_at__lt=cutoff) | Q(agent__stopped_at__isnull=False)
+        )
+        return sum(mark_lost(row) for row in dead.select_related("agent"))

@@ -1,0 +1,84 @@
+"""A real local agent process for orchestration tests, and a loop that drives runs to the end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from apps.jobs import orchestrator
+from apps.jobs.models import PipelineRun
+
+
+def database_url_of_test_db() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+class AgentProcess:
+    def __init__(self, work_dir: Path) -> None:
+        self.work_dir = work_dir
+        self.proc: subprocess.Popen | None = None
+        self.log = work_dir / "agent.log"
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url_of_test_db(),
+            "PORTAL_VAR_DIR": str(settings.VAR_DIR),
+            "PORTAL_WORK_DIR": str(self.work_dir),
+            "PORTAL_AGENT_TIMEOUT": str(settings.PORTAL_AGENT_TIMEOUT),
+            "SECRET_KEY": settings.SECRET_KEY,
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "runagent"],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+        from apps.runtime.local.runtime import live_agents
+
+        deadline = time.monotonic() + 30
+        while not live_agents().filter(pid=self.proc.pid).exists():
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "the agent did not start"
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def agent(transactional_db, tmp_path, settings):
+    settings.PORTAL_WORK_DIR = tmp_path / "work"
+    process = AgentProcess(tmp_path)
+    process.start()
+    yield process
+    process.stop()
+
+
+def drive(run: PipelineRun, timeout: float = 60, until=None) -> PipelineRun:
+    """Advance the run the way workers do until it finishes (or `until(run)` holds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        orchestrator.advance_run(run.pk)
+        run.refresh_from_db()
+        if until(run) if until else run.is_finished:
+            return run
+        assert time.monotonic() < deadline, f"run still {run.status} after {timeout} s: {list(run.tasks.values())}"
+        time.sleep(0.1)
