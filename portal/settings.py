@@ -94,7 +94,10 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", 0))}
+# Long-running processes (worker, agent) set DB_CONN_MAX_AGE to keep their connections (see Procfile).
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", 0), conn_health_checks=True)
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web, worker and agent processes read while one of them writes.
     DATABASES["default"]["OPTIONS"] = {

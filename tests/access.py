@@ -11,8 +11,16 @@ from typing import Any
 
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.services import create_token, notify
+from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.models import Membership, Project, Quota, Role
-from tests.factories import UserFactory, add_member
+from tests.factories import UserFactory, add_member, pipeline, python_template
+
+
+def make_run(project: Project, owner: Any) -> PipelineRun:
+    number = PipelineRun.objects.filter(project=project).count() + 1
+    spec = {"nodes": [{"name": "a", "template": "py@1", "depends_on": []}]}
+    return PipelineRun.objects.create(project=project, pipeline_name="pipe", number=number, created_by=owner, spec=spec)
+
 
 # model -> make(project, owner) -> an instance belonging to `project`
 PROJECT_OBJECT_MAKERS: dict[type, Callable[[Project, Any], Any]] = {
@@ -21,6 +29,15 @@ PROJECT_OBJECT_MAKERS: dict[type, Callable[[Project, Any], Any]] = {
         project, UserFactory(username=f"member-of-{project.slug}"), Role.VIEWER
     ),
     Quota: lambda project, owner: project.quota,
+    PipelineRun: make_run,
+    JobTemplate: lambda project, owner: python_template(project, slug=f"own-{project.slug}"),
+    Pipeline: lambda project, owner: pipeline(project, owner, [{"name": "a", "args": {"code": "pass"}}], name="p1"),
+    TaskRun: lambda project, owner: TaskRun.objects.create(run=make_run(project, owner), node="a"),
+    Schedule: lambda project, owner: Schedule.objects.create(
+        project=project,
+        pipeline=pipeline(project, owner, [{"name": "a", "args": {"code": "pass"}}], name="p2"),
+        cron="0 3 * * *",
+    ),
 }
 
 # model -> make(user) -> an instance that belongs to `user` only (personal objects)

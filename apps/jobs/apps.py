@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
 
 
@@ -11,3 +12,13 @@ class JobsConfig(AppConfig):
         from apps.runtime import hooks
 
         hooks.register("task_run", TaskListener())
+        post_migrate.connect(_load_builtins, sender=self)
+
+
+def _load_builtins(sender: AppConfig, using: str = "default", **kwargs: object) -> None:
+    """Built-in job templates arrive with `migrate` (idempotent: unchanged ones are left alone)."""
+    if using != "default":
+        return
+    from apps.jobs.builtin import load_builtin_templates
+
+    load_builtin_templates()

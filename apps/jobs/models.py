@@ -26,6 +26,9 @@ class SharedTenantQuerySet(TenantQuerySet):
             q |= models.Q(project__isnull=True)
         return self.filter(q)
 
+    def in_project(self, project):  # type: ignore[override]
+        return self.filter(models.Q(project=project) | models.Q(project__isnull=True))
+
 
 class Kind(models.TextChoices):
     JOB = "job", _("Job")
@@ -211,7 +214,11 @@ class TaskRun(models.Model):
     runtime = models.CharField(max_length=20, default="local")
     handle = models.CharField(max_length=200, blank=True)
     api_token = models.ForeignKey(
-        "accounts.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        "accounts.ApiToken",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
         help_text="The short-lived token injected as PORTAL_API_TOKEN; revoked when the attempt ends.",
     )
     created_at = models.DateTimeField(default=timezone.now)
@@ -231,7 +238,7 @@ class TaskRun(models.Model):
         return f"{self.run} / {self.node} (attempt {self.attempt})"
 
     @property
-    def project(self):  # noqa: ANN201
+    def project(self):
         return self.run.project
 
     @property

@@ -84,7 +84,8 @@ def save_pipeline(
     if clash.exists():
         errors["name"] = [_("A pipeline with this name already exists in the project.")]
     try:
-        spec = normalize_spec(project, spec)
+        # Validated now; stored as written ("train" keeps meaning the newest version; runs pin it).
+        normalize_spec(project, spec)
     except ValidationError as exc:
         errors.update(exc.message_dict)
     if errors:

@@ -1,10 +1,21 @@
 from django.urls import path
 
-from apps.jobs.views import logs
+from apps.jobs.views import logs, pipelines, runs, templates
 
 app_name = "jobs"
 
 urlpatterns = [
+    path("p/<slug:project>/templates/", templates.template_list, name="template-list"),
+    path("p/<slug:project>/templates/<int:pk>/", templates.template_detail, name="template-detail"),
+    path("p/<slug:project>/pipelines/", pipelines.pipeline_list, name="pipeline-list"),
+    path("p/<slug:project>/pipelines/new/", pipelines.pipeline_create, name="pipeline-create"),
+    path("p/<slug:project>/pipelines/<int:pk>/", pipelines.pipeline_detail, name="pipeline-detail"),
+    path("p/<slug:project>/pipelines/<int:pk>/run/", pipelines.pipeline_run, name="pipeline-run"),
+    path("p/<slug:project>/pipelines/<int:pk>/export/", pipelines.pipeline_export, name="pipeline-export"),
+    path("p/<slug:project>/runs/", runs.run_list, name="run-list"),
+    path("p/<slug:project>/runs/<int:pk>/", runs.run_detail, name="run-detail"),
+    path("p/<slug:project>/runs/<int:pk>/cancel/", runs.run_cancel, name="run-cancel"),
+    path("p/<slug:project>/runs/<int:pk>/rerun/", runs.run_rerun, name="run-rerun"),
     path("p/<slug:project>/runs/<int:pk>/logs/", logs.log_viewer, name="run-logs"),
     path("p/<slug:project>/runs/<int:pk>/logs/download/", logs.log_download, name="run-logs-download"),
     path("p/<slug:project>/runs/<int:pk>/logs/search/", logs.log_search, name="run-logs-search"),

@@ -43,7 +43,7 @@ def project_view(perm: str = VIEW, *, model: type[Model] | None = None, methods:
         def wrapper(request: HttpRequest, project: str, **kwargs: Any) -> HttpResponse:
             obj_project = get_project_for(request.user, project, perm)
             if model is not None:
-                obj = get_object_or_404(model.objects.filter(project=obj_project), pk=kwargs.pop("pk"))
+                obj = get_object_or_404(model.objects.in_project(obj_project), pk=kwargs.pop("pk"))
                 return view(request, obj_project, obj, **kwargs)
             return view(request, obj_project, **kwargs)
 

@@ -16,6 +16,11 @@ class TenantQuerySet(models.QuerySet):
     A model names the path from itself to its Project in `tenant_path` (default "project").
     """
 
+    def in_project(self, project: Any) -> TenantQuerySet:
+        """Rows that belong to `project` (pages resolve `<pk>` inside the project of the URL with this)."""
+        path = getattr(self.model, "tenant_path", "project")
+        return self.filter(pk=project.pk) if path == "pk" else self.filter(**{path: project})
+
     def for_user(self, user: Any, perm: str = "view_project", token: ApiToken | None = None) -> TenantQuerySet:
         from apps.projects.permissions import projects_for
 

@@ -13,7 +13,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
-from apps.projects.api.base import ProjectScopedViewSet
+from apps.projects.api.base import ProjectScopedGenericViewSet
 from apps.projects.models import Project, Role
 from apps.projects.permissions import ROLE_PERMISSIONS
 from portal.api import router
@@ -66,8 +66,8 @@ def api_cases() -> list[ApiCase]:
 
 
 API_CASES = api_cases()
-PROJECT_CASES = [c for c in API_CASES if issubclass(c.viewset, ProjectScopedViewSet)]
-USER_CASES = [c for c in API_CASES if not issubclass(c.viewset, ProjectScopedViewSet)]
+PROJECT_CASES = [c for c in API_CASES if issubclass(c.viewset, ProjectScopedGenericViewSet)]
+USER_CASES = [c for c in API_CASES if not issubclass(c.viewset, ProjectScopedGenericViewSet)]
 
 
 def call(client: APIClient, case: ApiCase, obj: Any = None, data: dict | None = None):

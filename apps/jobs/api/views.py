@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,7 +22,7 @@ from apps.jobs.api.serializers import (
 from apps.jobs.args import validate_args_schema
 from apps.jobs.models import TASK_FINISHED, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
-from apps.projects.api.base import ProjectScopedViewSet, request_token
+from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
 from apps.projects.permissions import CONTRIBUTE, VIEW
 
 
@@ -101,6 +99,7 @@ class PipelineViewSet(ProjectScopedViewSet):
     @action(detail=False, methods=["post"], url_path="import")
     def import_yaml(self, request: Request) -> Response:
         """Create a pipeline from YAML, or update the one with the same name."""
+        self.precheck_project()
         body = PipelineYamlSerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         project = body.validated_data["project"]
@@ -115,7 +114,9 @@ class PipelineViewSet(ProjectScopedViewSet):
         )
 
 
-class PipelineRunViewSet(ProjectScopedViewSet):
+class PipelineRunViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ProjectScopedGenericViewSet
+):
     """Runs: frozen executions of pipelines. Cancel, retry what failed, or re-run from a node."""
 
     queryset = PipelineRun.objects.select_related("project", "created_by")
@@ -123,18 +124,12 @@ class PipelineRunViewSet(ProjectScopedViewSet):
     filterset_fields = ["status", "pipeline", "trigger", "schedule"]
     search_fields = ["pipeline_name"]
     ordering_fields = ["created_at", "number", "status"]
-    http_method_names = ["get", "post", "delete", "head", "options"]
     action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE}
 
     def get_queryset(self) -> QuerySet:
-        return (
-            super()
-            .get_queryset()
-            .annotate(done_count=Count("tasks__node", filter=Q(tasks__status__in=TASK_FINISHED), distinct=True))
-        )
-
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return Response({"detail": "Start a run with POST /api/v1/pipelines/{id}/run/."}, status=405)
+        done = Count("tasks__node", filter=Q(tasks__status__in=TASK_FINISHED), distinct=True)
+        # Meta.ordering does not apply to aggregating queries: order explicitly for stable pages.
+        return super().get_queryset().annotate(done_count=done).order_by("-created_at", "-pk")
 
     def perform_destroy(self, instance: PipelineRun) -> None:
         if not instance.is_finished:
@@ -164,13 +159,12 @@ class PipelineRunViewSet(ProjectScopedViewSet):
         return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
-class TaskRunViewSet(ProjectScopedViewSet):
+class TaskRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ProjectScopedGenericViewSet):
     """Task attempts of runs (filter by `run`), with status, waiting reason, timing and resource usage."""
 
     queryset = TaskRun.objects.select_related("run", "run__project")
     serializer_class = TaskRunSerializer
     filterset_fields = ["run", "node", "status"]
-    http_method_names = ["get", "head", "options"]
 
 
 class ScheduleViewSet(ProjectScopedViewSet):

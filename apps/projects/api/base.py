@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from django.db.models import Model, QuerySet
 from django.utils.translation import gettext as _
-from rest_framework import permissions, viewsets
+from rest_framework import mixins, permissions, viewsets
 from rest_framework.request import Request
 
 from apps.accounts.models import ApiToken
@@ -56,8 +56,11 @@ class ProjectPermission(permissions.BasePermission):
         return False
 
 
-class ProjectScopedViewSet(viewsets.ModelViewSet):
-    """Base viewset for models that belong to a project (directly or through their parent)."""
+class ProjectScopedGenericViewSet(viewsets.GenericViewSet):
+    """Base of every viewset for models that belong to a project (directly or through their parent).
+
+    Combine with DRF's mixins for a subset of actions; `ProjectScopedViewSet` has them all.
+    """
 
     permission_classes = [permissions.IsAuthenticated, TokenScopePermission, ProjectPermission]
     action_perms: ClassVar[dict[str, str]] = {}
@@ -68,14 +71,15 @@ class ProjectScopedViewSet(viewsets.ModelViewSet):
     def get_queryset(self) -> QuerySet:
         return self.queryset.for_user(self.request.user, token=request_token(self.request))
 
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Any:
-        # Answer "not allowed" before "invalid": a viewer learns nothing from field errors.
-        slug = request.data.get("project") if hasattr(request.data, "get") else None
+    def precheck_project(self) -> None:
+        """Answer "not allowed" before "invalid" for a body naming a visible project: a viewer learns
+        nothing from field errors. Call first in any action that creates inside a project."""
+        data = self.request.data
+        slug = data.get("project") if hasattr(data, "get") else None
         if isinstance(slug, str):
-            project = projects_for(request.user).filter(slug=slug).first()
+            project = projects_for(self.request.user).filter(slug=slug).first()
             if project is not None:
                 self.check_project(project)
-        return super().create(request, *args, **kwargs)
 
     def check_project(self, project: Project, perm: str | None = None) -> None:
         """For creates: the target project must be visible (else 404) and allow the action (else 403)."""
@@ -87,3 +91,18 @@ class ProjectScopedViewSet(viewsets.ModelViewSet):
             self.permission_denied(
                 self.request, message=_("Your role in this project does not allow this (%(perm)s).") % {"perm": perm}
             )
+
+
+class ProjectScopedViewSet(
+    mixins.CreateModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    mixins.ListModelMixin,
+    ProjectScopedGenericViewSet,
+):
+    """A project-scoped viewset with every CRUD action."""
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        self.precheck_project()
+        return super().create(request, *args, **kwargs)

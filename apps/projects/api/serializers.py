@@ -3,6 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.projects.models import Membership, Project, Quota, Role
@@ -22,6 +24,7 @@ class RoleField(serializers.ChoiceField):
         return int(Role.from_name(super().to_internal_value(data)))
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class VisibleProjectField(serializers.SlugRelatedField):
     """A project given by slug, looked up among the projects the requester (and token) can see."""
 

@@ -18,13 +18,14 @@ import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import IO
 
 import psutil
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from apps.runtime import hooks
@@ -98,24 +99,24 @@ class Supervised:
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
-class Supervisor(threading.Thread):
-    """Runs one workload to the end and records how it ended."""
+class Supervisor:
+    """Runs one workload to the end and records how it ended (on a thread of the agent's pool, whose
+    database connection is reused from one workload to the next)."""
 
     def __init__(self, agent: LocalAgent, item: Supervised) -> None:
-        super().__init__(name=f"supervise-{item.workload.uid}", daemon=True)
         self.agent = agent
         self.item = item
         self.lock = threading.Lock()
 
     def run(self) -> None:
+        close_old_connections()  # a connection left broken by an earlier workload is replaced
         try:
             self._run()
-        except Exception:
+        except Exception:  # a crash here must still end the workload, never leave it running
             log.exception("supervising %s failed", self.item.workload.uid)
             self._finish(LocalWorkload.State.FAILED, None, "the agent failed while supervising this workload")
         finally:
             self.agent.forget(self.item)
-            connections.close_all()
 
     def _run(self) -> None:
         workload = self.item.workload
@@ -176,7 +177,11 @@ class Supervisor(threading.Thread):
                     self.sink.sample(cpu, rss)
             with self.lock:
                 self.sink.flush_if_due()
-            time.sleep(0.05)
+            # Block on a replica's exit (returns the moment it exits) rather than sleeping blindly.
+            running = next((p for _s, p in procs if p.poll() is None), None)
+            if running is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    running.wait(timeout=0.05)
 
         if state is not None:  # stop what is still running
             for _s, proc in procs:
@@ -219,7 +224,8 @@ class Supervisor(threading.Thread):
         )
 
     def _pump(self, replica: str, stream_name: str, stream: IO[bytes]) -> None:
-        for raw in iter(stream.readline, b""):
+        # Bounded reads: one endless line must not grow the agent's memory (the store caps lines too).
+        for raw in iter(lambda: stream.readline(1 << 16), b""):
             text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             with self.lock:
                 self.sink.write(replica, stream_name, text)
@@ -246,6 +252,7 @@ class LocalAgent:
     def __init__(self, max_workloads: int = 64) -> None:
         self.max_workloads = max_workloads
         self.running: dict[int, Supervised] = {}
+        self.pool = ThreadPoolExecutor(max_workers=max_workloads, thread_name_prefix="supervise")
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -274,12 +281,17 @@ class LocalAgent:
                         self.sock.recv(64, socket.MSG_DONTWAIT)
                     except BlockingIOError:
                         break
-            close_old_connections()
-            self.claim()
-            self.check_cancellations()
-            if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
-                Agent.objects.filter(pk=self.agent.pk).update(heartbeat_at=timezone.now(), capacity=self.capacity)
-                last_beat = time.monotonic()
+            try:
+                self.claim()
+                self.check_cancellations()
+                if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                    Agent.objects.filter(pk=self.agent.pk).update(heartbeat_at=timezone.now(), capacity=self.capacity)
+                    last_beat = time.monotonic()
+            except DatabaseError:
+                # The database went away (restart, failover): drop the connection and try again shortly.
+                log.exception("database error in the agent loop")
+                connection.close()
+                time.sleep(1)
         self.shutdown()
 
     def adopt_orphans(self) -> None:
@@ -306,7 +318,7 @@ class LocalAgent:
             item = Supervised(row.pk, Workload.from_dict(row.spec))
             with self.lock:
                 self.running[row.pk] = item
-            Supervisor(self, item).start()
+            self.pool.submit(Supervisor(self, item).run)
 
     def check_cancellations(self) -> None:
         with self.lock:
@@ -332,6 +344,7 @@ class LocalAgent:
                     break
             time.sleep(0.1)
         Agent.objects.filter(pk=self.agent.pk).update(stopped_at=timezone.now())
+        self.pool.shutdown(wait=False)
         self.sock.close()
 
 

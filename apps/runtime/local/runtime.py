@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -40,7 +41,7 @@ class LocalRuntime(Runtime):
 
     def submit(self, workload: Workload) -> str:
         LocalWorkload.objects.get_or_create(uid=workload.uid, defaults={"spec": workload.as_dict()})
-        wake_agents()
+        transaction.on_commit(wake_agents)  # an agent woken before the commit would find nothing
         return workload.uid
 
     def poll(self, handle: str) -> Status:
@@ -57,7 +58,7 @@ class LocalRuntime(Runtime):
         if unclaimed.update(state=LocalWorkload.State.CANCELLED, reason="cancelled", finished_at=timezone.now()):
             return
         LocalWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True)
-        wake_agents()
+        transaction.on_commit(wake_agents)
 
     def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
         row = LocalWorkload.objects.filter(uid=handle).first()

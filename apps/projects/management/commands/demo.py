@@ -10,11 +10,12 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from apps.accounts.models import Notification
 from apps.accounts.services import notify
+from apps.jobs import demo as jobs_demo
 from apps.projects import services
 from apps.projects.models import Membership, Project, Role
 
@@ -23,6 +24,11 @@ DEMO_MEMBERS = [("ada", "ada@example.com", Role.EDITOR), ("grace", "grace@exampl
 
 class Command(BaseCommand):
     help = "Create (or complete) the demo user, project and example objects. Safe to run again."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--run", action="store_true", help="Also run the iris pipeline headless and print how it went."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
@@ -57,6 +63,7 @@ class Command(BaseCommand):
                 quota.save()
             if not Notification.objects.filter(user=demo).exists():
                 notify(demo, "Welcome to the portal! Start with the demo project.", f"/p/{project.slug}/")
+            iris = jobs_demo.populate(project, demo)
 
         self.stdout.write(self.style.SUCCESS(f"Demo ready: project “{project.name}” at /p/{project.slug}/"))
         if created or os.environ.get("DEMO_PASSWORD"):
@@ -69,3 +76,7 @@ class Command(BaseCommand):
                 "  Log in as demo (password printed when it was created; "
                 "to set a new one run: DEMO_PASSWORD=… make demo)"
             )
+        if options["run"]:
+            run = jobs_demo.run_headless(iris, demo, self.stdout)
+            if run.status != "succeeded":
+                raise CommandError(f"the iris pipeline ended {run.status}: {run.reason}")

@@ -1,0 +1,364 @@
+"""Pipeline specs: the graph of nodes, its order, and validation into the normalized form a run freezes.
+
+A spec is what `Pipeline.spec` stores and the YAML's `spec` holds. `validate_spec` resolves every node's
+template to `slug@version`, fills argument defaults, merges and parses resources, checks them against the
+project's limits, and reports every problem it finds as `ValidationError({"nodes.<node>.<field>": [...]})`.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from apps.jobs.args import FieldErrors, validate_args, validate_args_schema
+from apps.runtime.workload import Resources
+
+NODE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,62})$")
+TEMPLATE_REF_RE = re.compile(r"^[-a-zA-Z0-9_]+(@[1-9][0-9]*)?$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FAILURE_POLICIES = ("fail_fast", "continue")  # the values of models.FailurePolicy
+MAX_RETRIES = 10
+
+SPEC_DEFAULTS: dict[str, Any] = {"parallelism": 0, "priority": 0, "failure_policy": "fail_fast", "env": {}}
+NODE_DEFAULTS: dict[str, Any] = {
+    "args": {},
+    "depends_on": [],
+    "resources": {},
+    "retries": 0,
+    "retry_backoff": 10,
+    "timeout": None,
+    "skip": False,
+    "cache": True,
+    "env": {},
+}
+_NODE_KEYS = {"name", "template", *NODE_DEFAULTS}
+_RESOURCE_FIELDS = ("cpu", "memory", "gpu", "gpu_type")
+_DONE = object()
+
+
+class TemplateLike(Protocol):
+    """What validation needs of a job template (a `JobTemplate`, or a stand-in in tests)."""
+
+    slug: str
+    version: int
+    args_schema: dict[str, Any]
+    resources: dict[str, Any]
+    timeout: int | None
+
+
+def find_cycle(nodes: Mapping[str, list[str]]) -> list[str] | None:
+    """A cycle among `{node: [its dependencies]}` as a closed path, or None.
+
+    The path runs the way work flows (a dependency before its dependant) and starts at the earliest node
+    of the cycle in `nodes` order, e.g. ["a", "b", "c", "a"]. Dependencies on unknown nodes are ignored.
+    """
+    order = {name: index for index, name in enumerate(nodes)}
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    for root in nodes:
+        if root in state:
+            continue
+        path = [root]
+        pending = [iter(nodes[root])]
+        state[root] = 1
+        while pending:
+            dependency = next(pending[-1], _DONE)
+            if dependency is _DONE:
+                state[path.pop()] = 2
+                pending.pop()
+            elif dependency not in nodes or state.get(dependency) == 2:
+                continue
+            elif state.get(dependency) == 1:
+                cycle = path[path.index(dependency) :][::-1]  # dependency first: the way work flows
+                start = min(range(len(cycle)), key=lambda i: order[cycle[i]])
+                cycle = cycle[start:] + cycle[:start]
+                return [*cycle, cycle[0]]
+            else:
+                state[dependency] = 1
+                path.append(dependency)
+                pending.append(iter(nodes[dependency]))
+    return None
+
+
+def topological_order(nodes: Mapping[str, list[str]]) -> list[str]:
+    """Nodes with every dependency before its dependants; among nodes ready together, `nodes` order wins.
+
+    So a spec already written in a valid order comes back unchanged. ValueError on an unknown dependency
+    or a cycle.
+    """
+    index = {name: position for position, name in enumerate(nodes)}
+    waiting_on = {name: len(set(dependencies)) for name, dependencies in nodes.items()}
+    dependants: dict[str, list[str]] = {name: [] for name in nodes}
+    for name, dependencies in nodes.items():
+        for dependency in set(dependencies):
+            if dependency not in nodes:
+                raise ValueError(f"{name} depends on unknown node {dependency!r}")
+            dependants[dependency].append(name)
+    ready = [index[name] for name, count in waiting_on.items() if count == 0]
+    heapq.heapify(ready)
+    names = list(nodes)
+    result: list[str] = []
+    while ready:
+        name = names[heapq.heappop(ready)]
+        result.append(name)
+        for dependant in dependants[name]:
+            waiting_on[dependant] -= 1
+            if waiting_on[dependant] == 0:
+                heapq.heappush(ready, index[dependant])
+    if len(result) < len(nodes):
+        raise ValueError("cycle: " + " → ".join(find_cycle(nodes) or []))
+    return result
+
+
+def validate_spec(
+    spec: Any,
+    *,
+    resolve_template: Callable[[str], TemplateLike | None],
+    limits: Mapping[str, float | int | None],
+) -> dict[str, Any]:
+    """The spec normalized: every key present, templates as `slug@version`, args complete, resources parsed.
+
+    `resolve_template(ref)` finds a template by "slug" (latest) or "slug@3", or returns None. `limits` has
+    cpu, memory_bytes and gpu (None or absent: unlimited). Raises ValidationError with every problem found.
+    The result validates to itself, so a frozen run's spec can be checked again.
+    """
+    if not isinstance(spec, dict):
+        raise ValidationError({"spec": [_("The spec must be a mapping.")]})
+    errors = FieldErrors()
+    for key in spec:
+        if key not in {*SPEC_DEFAULTS, "nodes"}:
+            errors.add("spec", _("Unknown key “%(key)s”.") % {"key": key})
+
+    result: dict[str, Any] = {key: copy.deepcopy(spec.get(key, default)) for key, default in SPEC_DEFAULTS.items()}
+    if not _is_int(result["parallelism"]) or result["parallelism"] < 0:
+        errors.add("parallelism", _("Must be a whole number, 0 (unlimited) or more."))
+    if not _is_int(result["priority"]):
+        errors.add("priority", _("Must be a whole number."))
+    if result["failure_policy"] not in FAILURE_POLICIES:
+        errors.add("failure_policy", _("Must be one of: %(choices)s.") % {"choices": ", ".join(FAILURE_POLICIES)})
+    _check_env(result["env"], "env", errors)
+
+    raw_nodes = spec.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        errors.add("nodes", _("A pipeline needs a list of at least one node."))
+        errors.raise_if_any()
+    keys = [_node_key(node, position) for position, node in enumerate(raw_nodes)]
+    names = _check_names(raw_nodes, keys, errors)
+    result["nodes"] = [
+        _validate_node(node, key, names, resolve_template, limits, errors)
+        for node, key in zip(raw_nodes, keys, strict=True)
+        if isinstance(node, dict)
+    ]
+
+    graph = {
+        node["name"]: [d for d in node["depends_on"] if d in names and d != node["name"]]
+        for node in result["nodes"]
+        if isinstance(node["name"], str) and node["name"] in names
+    }
+    cycle = find_cycle(graph)
+    if cycle:
+        errors.add("nodes", _("cycle: %(path)s") % {"path": " → ".join(cycle)})
+    errors.raise_if_any()
+    return result
+
+
+def _node_key(node: Any, position: int) -> str:
+    """How errors name a node: by its name when it has a usable one (the editor finds it), else by position."""
+    name = node.get("name") if isinstance(node, dict) else None
+    return name if isinstance(name, str) and name else str(position)
+
+
+def _check_names(raw_nodes: list[Any], keys: list[str], errors: FieldErrors) -> set[str]:
+    """The valid, unique node names; problems with the others."""
+    seen: set[str] = set()
+    for node, key in zip(raw_nodes, keys, strict=True):
+        if not isinstance(node, dict):
+            errors.add(f"nodes.{key}", _("A node must be a mapping."))
+            continue
+        name = node.get("name")
+        if not isinstance(name, str) or not name:
+            errors.add(f"nodes.{key}.name", _("Every node needs a name."))
+        elif not NODE_NAME_RE.match(name):
+            errors.add(
+                f"nodes.{key}.name",
+                _("Use 1–63 lowercase letters, digits, “-” or “_”, starting with a letter or digit."),
+            )
+        elif name in seen:
+            errors.add(f"nodes.{key}.name", _("Another node already has this name."))
+        else:
+            seen.add(name)
+    return seen
+
+
+def _validate_node(
+    node: dict[str, Any],
+    key: str,
+    names: set[str],
+    resolve_template: Callable[[str], TemplateLike | None],
+    limits: Mapping[str, float | int | None],
+    errors: FieldErrors,
+) -> dict[str, Any]:
+    prefix = f"nodes.{key}"
+    for field in node:
+        if field not in _NODE_KEYS:
+            errors.add(f"{prefix}.{field}", _("Unknown field."))
+    result: dict[str, Any] = {"name": node.get("name"), "template": node.get("template")}
+    result.update((field, copy.deepcopy(node.get(field, default))) for field, default in NODE_DEFAULTS.items())
+
+    template = _resolve(node.get("template"), prefix, resolve_template, errors)
+    if template is not None:
+        result["template"] = f"{template.slug}@{template.version}"
+        try:
+            validate_args_schema(template.args_schema)
+            result["args"] = validate_args(template.args_schema, result["args"], f"{prefix}.args")
+        except ValidationError as exc:
+            if "args_schema" in exc.message_dict:
+                message = _("The template “%(ref)s” has an invalid argument schema; fix the template.")
+                errors.add(f"{prefix}.template", message % {"ref": result["template"]})
+            else:
+                errors.merge(exc)
+        if node.get("timeout") is None:
+            result["timeout"] = template.timeout
+    elif not isinstance(result["args"], dict):
+        errors.add(f"{prefix}.args", _("Arguments must be a mapping of name to value."))
+
+    result["depends_on"] = _check_depends_on(result["depends_on"], result["name"], names, prefix, errors)
+    result["resources"] = _check_resources(
+        template.resources if template is not None else {}, result["resources"], limits, prefix, errors
+    )
+    retries, backoff, timeout = result["retries"], result["retry_backoff"], result["timeout"]
+    if not _is_int(retries) or not 0 <= retries <= MAX_RETRIES:
+        errors.add(f"{prefix}.retries", _("Must be a whole number from 0 to %(max)s.") % {"max": MAX_RETRIES})
+    if not _is_int(backoff) or backoff < 0:
+        errors.add(f"{prefix}.retry_backoff", _("Must be a whole number of seconds, 0 or more."))
+    if timeout is not None and (not _is_int(timeout) or timeout <= 0):
+        errors.add(f"{prefix}.timeout", _("Must be a whole number of seconds above 0, or empty for none."))
+    for flag in ("skip", "cache"):
+        if not isinstance(result[flag], bool):
+            errors.add(f"{prefix}.{flag}", _("Must be true or false."))
+    _check_env(result["env"], f"{prefix}.env", errors)
+    return result
+
+
+def _resolve(
+    ref: Any, prefix: str, resolve_template: Callable[[str], TemplateLike | None], errors: FieldErrors
+) -> TemplateLike | None:
+    if not isinstance(ref, str) or not ref:
+        errors.add(f"{prefix}.template", _("Every node needs a template."))
+        return None
+    if not TEMPLATE_REF_RE.match(ref):
+        errors.add(
+            f"{prefix}.template", _("“%(ref)s” is not a template reference (use slug or slug@version).") % {"ref": ref}
+        )
+        return None
+    template = resolve_template(ref)
+    if template is None:
+        errors.add(f"{prefix}.template", _("Unknown template “%(ref)s”.") % {"ref": ref})
+    return template
+
+
+def _check_depends_on(value: Any, name: Any, names: set[str], prefix: str, errors: FieldErrors) -> list[str]:
+    key = f"{prefix}.depends_on"
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        errors.add(key, _("Must be a list of node names."))
+        return []
+    for dependency in value:
+        if dependency == name:
+            errors.add(key, _("A node cannot depend on itself."))
+        elif dependency not in names:
+            errors.add(key, _("Unknown node “%(name)s”.") % {"name": dependency})
+    return list(dict.fromkeys(value))  # a repeated dependency means nothing more
+
+
+def _check_resources(
+    defaults: dict[str, Any] | None,
+    overrides: Any,
+    limits: Mapping[str, float | int | None],
+    prefix: str,
+    errors: FieldErrors,
+) -> dict[str, Any]:
+    """Template defaults overridden by the node, parsed, as {"cpu": float, "memory": bytes | None, "gpu": float}."""
+    key = f"{prefix}.resources"
+    if not isinstance(overrides, dict):
+        errors.add(key, _("Must be a mapping of cpu, memory and gpu."))
+        return overrides
+    # A null asks for nothing in particular, so the template's default stands (as for arguments).
+    merged = {**(defaults or {}), **{field: value for field, value in overrides.items() if value is not None}}
+    bad = False
+    for field, value in merged.items():
+        try:  # field by field, so that each error lands on its own field
+            Resources.parse({field: value})
+        except ValueError:
+            bad = True
+            errors.add(f"{key}.{field}", _resource_message(field, value))
+    if bad:
+        return merged
+    resources = Resources.parse(merged)
+    result: dict[str, Any] = {"cpu": resources.cpu, "memory": resources.memory_bytes, "gpu": resources.gpu}
+    if resources.gpu_type:
+        result["gpu_type"] = resources.gpu_type
+
+    cpu_limit, memory_limit, gpu_limit = limits.get("cpu"), limits.get("memory_bytes"), limits.get("gpu")
+    if cpu_limit is not None and resources.cpu > cpu_limit:
+        message = ngettext(
+            "asks for %(asked)s CPU core; the project's limit is %(limit)s",
+            "asks for %(asked)s CPU cores; the project's limit is %(limit)s",
+            _plural_count(resources.cpu),
+        )
+        errors.add(f"{key}.cpu", message % {"asked": f"{resources.cpu:g}", "limit": f"{cpu_limit:g}"})
+    if memory_limit is not None and resources.memory_bytes is not None and resources.memory_bytes > memory_limit:
+        message = _("asks for %(asked)s of memory; the project's limit is %(limit)s")
+        errors.add(
+            f"{key}.memory",
+            message % {"asked": format_bytes(resources.memory_bytes), "limit": format_bytes(memory_limit)},
+        )
+    if gpu_limit is not None and resources.gpu > gpu_limit:
+        message = ngettext(
+            "asks for %(asked)s GPU; the project's limit is %(limit)s",
+            "asks for %(asked)s GPUs; the project's limit is %(limit)s",
+            _plural_count(resources.gpu),
+        )
+        errors.add(f"{key}.gpu", message % {"asked": f"{resources.gpu:g}", "limit": f"{gpu_limit:g}"})
+    return result
+
+
+def _resource_message(field: str, value: Any) -> str:
+    if field not in _RESOURCE_FIELDS:
+        return _("Unknown resource (use cpu, memory, gpu or gpu_type).")
+    if field == "memory":
+        return _("“%(value)s” is not a memory size (use e.g. 512Mi, 2Gi or a number of bytes).") % {"value": value}
+    return _("“%(value)s” is not a number of 0 or more.") % {"value": value}
+
+
+def format_bytes(size: float) -> str:
+    """1.5 GiB, 512 MiB, 100 bytes: memory as people read it in messages."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size / factor:.3g} {unit}"
+    return f"{int(size)} bytes"
+
+
+def _plural_count(value: float) -> int:
+    return 1 if value == 1 else 2
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_env(value: Any, key: str, errors: FieldErrors) -> None:
+    if not isinstance(value, dict):
+        errors.add(key, _("Must be a mapping of variable name to text."))
+        return
+    for name, text in value.items():
+        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+            errors.add(key, _("“%(name)s” is not a valid variable name.") % {"name": name})
+        elif not isinstance(text, str):
+            # YAML reads `SEED: 42` as a number; the environment only holds text (as on Kubernetes).
+            errors.add(f"{key}.{name}", _('Must be text (quote it in YAML: "%(value)s").') % {"value": text})

@@ -1,0 +1,99 @@
+"""The jobs part of `manage.py demo`: the built-in templates and the "iris" pipeline, and a headless run."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from django.db import close_old_connections
+
+from apps.jobs import orchestrator
+from apps.jobs.builtin import load_builtin_templates
+from apps.jobs.models import Pipeline, PipelineRun
+from apps.jobs.services import save_pipeline, start_run
+from apps.projects.models import Project
+
+IRIS_SPEC: dict[str, Any] = {
+    "parallelism": 0,
+    "failure_policy": "fail_fast",
+    "env": {"DEMO": "iris"},
+    "nodes": [
+        {"name": "load", "template": "iris-load"},
+        {"name": "split", "template": "data-split", "depends_on": ["load"], "args": {"test_size": 0.3, "seed": 7}},
+        {
+            "name": "train",
+            "template": "sklearn-train",
+            "depends_on": ["split"],
+            "args": {"label_column": "species", "model": "logistic_regression", "max_iter": 300},
+            "retries": 1,
+        },
+        {
+            "name": "evaluate",
+            "template": "evaluate",
+            "depends_on": ["split", "train"],
+            "args": {"label_column": "species", "min_accuracy": 0.8},
+        },
+    ],
+}
+
+
+def populate(project: Project, user: Any) -> Pipeline:
+    """Idempotently: built-in templates, and the iris pipeline in the demo project."""
+    load_builtin_templates()
+    existing = Pipeline.objects.filter(project=project, name="iris").first()
+    if existing is not None:
+        return existing
+    return save_pipeline(
+        project,
+        user,
+        name="iris",
+        description="Load the iris data, split it, train a classifier and evaluate it.",
+        spec=IRIS_SPEC,
+    )
+
+
+def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 600) -> PipelineRun:
+    """Run the pipeline to the end from this process: uses the running agent, or starts one in-process."""
+    from apps.runtime.local.runtime import live_agents
+
+    agent = None
+    if not live_agents().exists():
+        from apps.runtime.local.agent import LocalAgent
+
+        agent = LocalAgent()
+        threading.Thread(target=agent.run_forever, name="demo-agent", daemon=True).start()
+        out.write("No agent was running: started one in this process.\n")
+    run = start_run(pipeline, user, trigger="demo")
+    out.write(f"Started {run} (id {run.pk}).\n")
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while not run.is_finished and time.monotonic() < deadline:
+            close_old_connections()
+            orchestrator.advance_run(run.pk)
+            run.refresh_from_db()
+            for task in run.tasks.order_by("created_at", "pk"):
+                key = f"{task.node}#{task.attempt}"
+                if seen.get(key) != task.status:
+                    seen[key] = task.status
+                    extra = f" — {task.reason}" if task.reason else ""
+                    out.write(f"  {task.node:<10} attempt {task.attempt}: {task.status}{extra}\n")
+            time.sleep(0.2)
+    finally:
+        if agent is not None:
+            agent.stopping.set()
+    out.write(f"{run}: {run.status}{' — ' + run.reason if run.reason else ''}\n")
+    evaluate = run.tasks.filter(node="evaluate").order_by("-attempt").first()
+    metrics = Path(evaluate.output_dir) / "metrics.json" if evaluate and evaluate.output_dir else None
+    if metrics is not None and metrics.is_file():
+        data = json.loads(metrics.read_text())
+        shown = {k: v for k, v in data.items() if isinstance(v, int | float)}
+        out.write(
+            "Evaluation: "
+            + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
+            + "\n"
+        )
+    return run

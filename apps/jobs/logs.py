@@ -1,0 +1,303 @@
+"""The log pipeline of pipeline runs: the runtime agent's buffered writer, and reading stored lines back.
+
+Every line is stored first and published second: a batch of lines is one INSERT transaction and then ONE
+channel-layer message to `jobs.run.<run_id>.logs` (one message per line delivered ~750 lines/s and dropped
+a third of them at the layer's default capacity; see real-services.md). Websocket consumers send the
+stored backlog and then the published batches, deduplicated by the line's primary key.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import Max, Q, QuerySet
+from django.utils import timezone
+
+from apps.jobs.models import LogLine, PipelineRun, TaskRun
+
+logger = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 16 * 1024
+STREAMS = frozenset({"stdout", "stderr"})
+REPLICA_MAX_LENGTH = 50
+ERROR_WORDS = ("error", "exception", "traceback", "failed")
+TEXT_CHUNK_LINES = 2000
+
+# The columns of a line as sent to browsers; "task" is the TaskRun id.
+_COLUMNS = ("id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream", "text")
+
+
+def run_log_group(run_id: int) -> str:
+    """The channel-layer group that receives a run's log batches (and its status messages)."""
+    return f"jobs.run.{run_id}.logs"
+
+
+def _run_id(run: PipelineRun | int) -> int:
+    return run if isinstance(run, int) else run.pk
+
+
+def line_dict(
+    *, id: int, task_id: int, node: str, attempt: int, replica: str, seq: int, ts: datetime, stream: str, text: str
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "task": task_id,
+        "node": node,
+        "attempt": attempt,
+        "replica": replica,
+        "seq": seq,
+        "ts": ts.isoformat(),
+        "stream": stream,
+        "text": text,
+    }
+
+
+def clean_line(text: str | bytes) -> str:
+    """One line as stored: without its trailing newline, valid UTF-8, no NUL, at most MAX_LINE_BYTES."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if text.endswith("\n"):
+        text = text[:-1]
+    if text.endswith("\r"):
+        text = text[:-1]
+    if "\x00" in text:  # PostgreSQL text cannot hold NUL; one such line would block every later batch
+        text = text.replace("\x00", "\ufffd")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates (surrogateescape-decoded output) cannot be stored either
+        data = text.encode("utf-8", "replace")
+        text = data.decode("utf-8")
+    if len(data) > MAX_LINE_BYTES:
+        text = data[:MAX_LINE_BYTES].decode("utf-8", "ignore")
+    return text
+
+
+def publish_lines(run_id: int, lines: list[dict[str, Any]]) -> None:
+    """Send one batch to the run's group. Never raises: the lines are already stored, a browser catches up."""
+    if not lines:
+        return
+    try:
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(run_log_group(run_id), {"type": "log.lines", "lines": lines})
+    except Exception:
+        logger.exception("Could not publish %d log lines of run %s; they are stored", len(lines), run_id)
+
+
+class LogWriter:
+    """Buffers the output of one TaskRun attempt and stores it in batches (used by the runtime agent).
+
+    A batch is flushed when `max_lines` are pending, when `max_chars` of text are pending, or once
+    `max_delay` seconds have passed since its first line: on the next `write()` or `flush_if_due()`, which
+    the agent calls while its processes are quiet. `seq` continues from the attempt's stored lines, so a
+    restarted agent numbers on without gaps. Thread-safe (stdout and stderr may be read by two threads).
+    """
+
+    max_lines = 500
+    max_delay = 0.1
+    max_chars = 1024 * 1024  # 500 lines of up to 16 KiB would make an 8 MiB message
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, task: TaskRun) -> None:
+        self.task = task
+        self._lock = threading.RLock()
+        self._pending: list[LogLine] = []
+        self._pending_chars = 0
+        self._first_at: float | None = None
+        self._closed = False
+        last = LogLine.objects.filter(task=task).aggregate(last=Max("seq"))["last"]
+        self._next_seq = (last or 0) + 1
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def write(self, replica: str, stream: str, text: str | bytes, *, ts: datetime | None = None) -> None:
+        """Queue one line of `replica`'s `stream` ("stdout" or "stderr")."""
+        if stream not in STREAMS:
+            raise ValueError(f"unknown stream {stream!r}")
+        replica = str(replica)
+        if len(replica) > REPLICA_MAX_LENGTH:
+            raise ValueError(f"replica name longer than {REPLICA_MAX_LENGTH} characters")
+        text = clean_line(text)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("LogWriter is closed")
+            if not self._pending:
+                self._first_at = self.clock()
+            self._pending.append(
+                LogLine(
+                    run_id=self.task.run_id,
+                    task=self.task,
+                    node=self.task.node,
+                    attempt=self.task.attempt,
+                    replica=replica,
+                    seq=0,  # numbered when stored, so a failed insert leaves no gap
+                    ts=ts or timezone.now(),
+                    stream=stream,
+                    text=text,
+                )
+            )
+            self._pending_chars += len(text)
+            if len(self._pending) >= self.max_lines or self._pending_chars >= self.max_chars:
+                self.flush()
+            else:
+                self.flush_if_due()
+
+    def flush_if_due(self) -> int:
+        """Flush if the oldest pending line has waited `max_delay`; returns the number of lines stored."""
+        with self._lock:
+            if self._first_at is not None and self.clock() - self._first_at >= self.max_delay:
+                return self.flush()
+            return 0
+
+    def flush(self) -> int:
+        """Store the pending lines in one transaction, then publish them as one message."""
+        with self._lock:
+            batch = self._pending
+            if not batch:
+                return 0
+            for offset, line in enumerate(batch):
+                line.seq = self._next_seq + offset
+            try:
+                with transaction.atomic():
+                    LogLine.objects.bulk_create(batch, batch_size=self.max_lines)
+            except Exception:
+                # Keep the lines for the next flush; forget ids a partial multi-statement insert assigned.
+                for line in batch:
+                    line.pk = None
+                    line._state.adding = True
+                raise
+            self._next_seq += len(batch)
+            self._pending = []
+            self._pending_chars = 0
+            self._first_at = None
+            lines = [
+                line_dict(
+                    id=line.pk,
+                    task_id=line.task_id,
+                    node=line.node,
+                    attempt=line.attempt,
+                    replica=line.replica,
+                    seq=line.seq,
+                    ts=line.ts,
+                    stream=line.stream,
+                    text=line.text,
+                )
+                for line in batch
+            ]
+            run_id = self.task.run_id
+            # After the caller's transaction commits (at once outside one): a browser that receives a line
+            # must be able to find it in the backlog after a reconnect.
+            transaction.on_commit(lambda: publish_lines(run_id, lines))
+            return len(batch)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self.flush()
+                self._closed = True
+
+
+# --- Reading ------------------------------------------------------------------------------------
+
+
+def _lines(run: PipelineRun | int, node: str | None = None) -> QuerySet[LogLine]:
+    qs = LogLine.objects.filter(run_id=_run_id(run))
+    if node:
+        qs = qs.filter(node=node)
+    return qs.order_by("pk")
+
+
+def _dicts(qs: QuerySet[LogLine]) -> list[dict[str, Any]]:
+    return [line_dict(**row) for row in qs.values(*_COLUMNS)]
+
+
+def backlog(
+    run: PipelineRun | int,
+    after_id: int = 0,
+    task_ids: Iterable[int] | None = None,
+    replica: str | None = None,
+    limit: int = 5000,
+) -> list[dict[str, Any]]:
+    """Stored lines of the run after `after_id`, in storage order; `task_ids=None` means every task."""
+    qs = _lines(run).filter(pk__gt=after_id)
+    if task_ids is not None:
+        qs = qs.filter(task_id__in=list(task_ids))
+    if replica:
+        qs = qs.filter(replica=replica)
+    return _dicts(qs[:limit])
+
+
+def search(run: PipelineRun | int, q: str, node: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Stored lines of the run that contain `q`, ignoring case, in storage order.
+
+    A full scan of the run's lines (`icontains`); a trigram/FTS index is the next step for big runs."""
+    return _dicts(_lines(run, node).filter(text__icontains=q)[:limit])
+
+
+def first_error(run: PipelineRun | int) -> dict[str, Any] | None:
+    """The first stored line that mentions an error, exception, traceback or failure (any stream)."""
+    words = Q()
+    for word in ERROR_WORDS:
+        words |= Q(text__icontains=word)
+    found = _dicts(_lines(run).filter(words)[:1])
+    return found[0] if found else None
+
+
+def format_line(ts: datetime, node: str, attempt: int, replica: str, text: str) -> str:
+    return f"{ts.isoformat()} [{node}#{attempt}/{replica}] {text}\n"
+
+
+_TEXT_COLUMNS = ("ts", "node", "attempt", "replica", "text")
+
+
+def iter_text(run: PipelineRun | int, node: str | None = None) -> Iterator[str]:
+    """The run's stored lines as text, one formatted line at a time, streamed from the database."""
+    for row in _lines(run, node).values_list(*_TEXT_COLUMNS).iterator(chunk_size=TEXT_CHUNK_LINES):
+        yield format_line(*row)
+
+
+def join_chunks(lines: Iterable[str], size: int = TEXT_CHUNK_LINES) -> Iterator[str]:
+    """Group lines into chunks: one write per line would make a download of a million lines crawl."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= size:
+            yield "".join(chunk)
+            chunk = []
+    if chunk:
+        yield "".join(chunk)
+
+
+async def aiter_text(run: PipelineRun | int, node: str | None = None) -> AsyncIterator[str]:
+    """`iter_text` in chunks for ASGI, where Django would read a synchronous iterator into memory first.
+
+    Pages by primary key up to the last line stored when it starts (`aiterator()` cannot run a
+    `values_list()` query in Django 5.2: it executes it in the event loop)."""
+    qs = _lines(run, node)
+    last = await qs.aaggregate(last=Max("pk"))
+    upto, after = last["last"] or 0, 0
+    rows_of = sync_to_async(
+        lambda after: list(qs.filter(pk__gt=after, pk__lte=upto).values_list("pk", *_TEXT_COLUMNS)[:TEXT_CHUNK_LINES])
+    )
+    while after < upto:
+        rows = await rows_of(after)
+        if not rows:
+            return
+        after = rows[-1][0]
+        yield "".join(format_line(*row[1:]) for row in rows)

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+
+from apps.jobs import services
+from apps.jobs.forms import PipelineYamlForm
+from apps.jobs.graph import layout
+from apps.jobs.models import Pipeline
+from apps.jobs.yaml_io import dump_pipeline, load_pipeline
+from apps.projects.access import project_view
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+
+EXAMPLE = """apiVersion: portal/v1
+kind: Pipeline
+metadata:
+  name: hello
+  description: Two steps; the second reads the first one's output.
+spec:
+  nodes:
+    - name: write
+      template: python
+      args:
+        code: "open('greeting.txt', 'w').write('hello')"
+    - name: read
+      template: python
+      depends_on: [write]
+      args:
+        code: "import os; print(open(os.environ['PORTAL_INPUT_WRITE'] + '/greeting.txt').read())"
+"""
+
+
+def _save_from_yaml(form: PipelineYamlForm, project: Project, user, pipeline: Pipeline | None = None):
+    """Save the YAML; each error lands on the form with the node and field it is about."""
+    try:
+        name, description, spec = load_pipeline(form.cleaned_data["yaml"])
+        return services.save_pipeline(project, user, name=name, spec=spec, description=description, pipeline=pipeline)
+    except ValidationError as exc:
+        for key, errors in exc.message_dict.items():
+            for error in errors:
+                form.add_error(None, error if key in ("yaml", "__all__") else f"{key}: {error}")
+        return None
+
+
+@project_view(VIEW, methods=("GET",))
+def pipeline_list(request: HttpRequest, project: Project) -> HttpResponse:
+    pipelines = Pipeline.objects.filter(project=project).prefetch_related("runs")
+    rows = [(p, p.runs.order_by("-created_at").first()) for p in pipelines]
+    return render(request, "jobs/pipeline_list.html", {"project": project, "rows": rows})
+
+
+@project_view(CONTRIBUTE)
+def pipeline_create(request: HttpRequest, project: Project) -> HttpResponse:
+    form = PipelineYamlForm(request.POST or None, initial={"yaml": EXAMPLE})
+    if request.method == "POST" and form.is_valid():
+        pipeline = _save_from_yaml(form, project, request.user)
+        if pipeline is not None:
+            messages.success(request, _("Pipeline “%(name)s” saved.") % {"name": pipeline.name})
+            return redirect("jobs:pipeline-detail", project=project.slug, pk=pipeline.pk)
+    return render(
+        request, "jobs/pipeline_form.html", {"project": project, "form": form}, status=400 if form.errors else 200
+    )
+
+
+@project_view(VIEW, model=Pipeline)
+def pipeline_detail(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
+    """The DAG picture, the YAML editor (saving validates) and the recent runs."""
+    can_edit = has_project_perm(request.user, project, CONTRIBUTE)
+    form = PipelineYamlForm(
+        request.POST or None, initial={"yaml": dump_pipeline(pipeline.name, pipeline.description, pipeline.spec)}
+    )
+    if request.method == "POST":
+        if not can_edit:
+            raise PermissionDenied
+        if form.is_valid() and _save_from_yaml(form, project, request.user, pipeline) is not None:
+            messages.success(request, _("Pipeline saved."))
+            return redirect("jobs:pipeline-detail", project=project.slug, pk=pipeline.pk)
+    context = {
+        "project": project,
+        "pipeline": pipeline,
+        "form": form,
+        "graph": layout(pipeline.spec),
+        "runs": pipeline.runs.all()[:10],
+        "can_edit": can_edit,
+    }
+    return render(request, "jobs/pipeline_detail.html", context, status=400 if form.errors else 200)
+
+
+@project_view(CONTRIBUTE, model=Pipeline, methods=("POST",))
+def pipeline_run(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
+    try:
+        run = services.start_run(pipeline, request.user)
+    except ValidationError as exc:
+        messages.error(request, _("The pipeline cannot run: %(errors)s") % {"errors": " ".join(exc.messages)})
+        return redirect("jobs:pipeline-detail", project=project.slug, pk=pipeline.pk)
+    return redirect("jobs:run-detail", project=project.slug, pk=run.pk)
+
+
+@project_view(VIEW, model=Pipeline, methods=("GET",))
+def pipeline_export(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
+    response = HttpResponse(
+        dump_pipeline(pipeline.name, pipeline.description, pipeline.spec), content_type="application/yaml"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{pipeline.name}.yaml"'
+    return response

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+
+from apps.jobs import services
+from apps.jobs.forms import RunFilterForm
+from apps.jobs.graph import layout
+from apps.jobs.models import TASK_FINISHED, PipelineRun
+from apps.jobs.orchestrator import latest_tasks
+from apps.jobs.views.logs import log_viewer_context
+from apps.projects.access import project_view
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+
+
+@project_view(VIEW, methods=("GET",))
+def run_list(request: HttpRequest, project: Project) -> HttpResponse:
+    form = RunFilterForm(request.GET or None)
+    runs = PipelineRun.objects.filter(project=project).select_related("created_by")
+    if form.is_valid():
+        if form.cleaned_data["status"]:
+            runs = runs.filter(status=form.cleaned_data["status"])
+        if form.cleaned_data["pipeline"]:
+            runs = runs.filter(pipeline_name__icontains=form.cleaned_data["pipeline"])
+    runs = runs.annotate(done=Count("tasks__node", filter=Q(tasks__status__in=TASK_FINISHED), distinct=True)).order_by(
+        "-created_at", "-pk"
+    )
+    page = Paginator(runs, 25).get_page(request.GET.get("page"))
+    return render(request, "jobs/run_list.html", {"project": project, "page": page, "form": form})
+
+
+@project_view(VIEW, model=PipelineRun, methods=("GET",))
+def run_detail(request: HttpRequest, project: Project, run: PipelineRun) -> HttpResponse:
+    """Live node colours, progress, per-node timing and waiting reasons, and the log viewer."""
+    tasks = latest_tasks(run)
+    nodes = [n["name"] for n in run.spec.get("nodes", [])]
+    done = sum(1 for t in tasks.values() if t.status in TASK_FINISHED)
+    rows = [(name, tasks.get(name)) for name in nodes]
+    attempts = run.tasks.order_by("node", "attempt")
+    context = {
+        "project": project,
+        "run": run,
+        "rows": rows,
+        "attempts": attempts,
+        "graph": layout(run.spec),
+        "statuses": {name: (tasks[name].status if name in tasks else "pending") for name in nodes},
+        "done": done,
+        "total": len(nodes),
+        "percent": int(100 * done / len(nodes)) if nodes else 100,
+        "can_act": has_project_perm(request.user, project, CONTRIBUTE),
+        **log_viewer_context(project, run),
+    }
+    return render(request, "jobs/run_detail.html", context)
+
+
+@project_view(CONTRIBUTE, model=PipelineRun, methods=("POST",))
+def run_cancel(request: HttpRequest, project: Project, run: PipelineRun) -> HttpResponse:
+    services.cancel_run(run)
+    messages.info(request, _("Cancelling %(run)s.") % {"run": run})
+    return redirect("jobs:run-detail", project=project.slug, pk=run.pk)
+
+
+@project_view(CONTRIBUTE, model=PipelineRun, methods=("POST",))
+def run_rerun(request: HttpRequest, project: Project, run: PipelineRun) -> HttpResponse:
+    """Retry (no node: whatever did not succeed) or re-run from a node."""
+    try:
+        new = services.rerun_from(run, request.user, node=request.POST.get("node") or None)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("jobs:run-detail", project=project.slug, pk=run.pk)
+    return redirect("jobs:run-detail", project=project.slug, pk=new.pk)

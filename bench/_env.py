@@ -1,0 +1,63 @@
+"""Shared set-up of the benchmarks: a throwaway database, a private Redis prefix, and helper processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def prepare(name: str) -> Path:
+    """Point this process (and its children) at a fresh database and Redis prefix; returns the var dir."""
+    var = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    db = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/portal_bench_{name}")
+    os.environ.update(
+        DATABASE_URL=db,
+        REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/10"),
+        REDIS_PREFIX=f"bench-{name}-{os.getpid()}",
+        PORTAL_VAR_DIR=str(var),
+        SECRET_KEY="bench-only",
+        DJANGO_SETTINGS_MODULE="portal.settings",
+        LOG_LEVEL="WARNING",
+    )
+    if db.startswith("postgres"):
+        import psycopg
+
+        base, _slash, dbname = db.rpartition("/")
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    return var
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(args, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def wait_for(predicate, timeout: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout} s")
+        time.sleep(0.05)
