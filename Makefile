@@ -4,15 +4,18 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+TRAIN_VENV := .venv-train
+TRAIN_PY := $(TRAIN_VENV)/bin/python
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-smoke lint install dev-install migrate demo vendor messages clean help
+.PHONY: run test test-smoke lint install dev-install train-env migrate demo vendor messages clean help
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
 	@echo "make test   - run the whole test suite"
 	@echo "make lint   - ruff"
+	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
 	@echo "make vendor - refresh static/vendor from npm (needs Node; the result is committed)"
 
 $(VENV)/bin/python:
@@ -29,6 +32,18 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 
 install: $(VENV)/.installed
 dev-install: $(VENV)/.installed-dev
+
+# The task environment of the training templates ("{python:train}" in a command): torch lives here, never in
+# .venv. Built from .venv's base interpreter, and a .pth makes .venv's packages (numpy, scikit-learn) visible
+# after its own, so pip finds those already satisfied and adds only torch and what torch needs (~900 MB).
+$(TRAIN_VENV)/.installed: requirements-train.txt $(VENV)/.installed
+	$(PY) -m venv $(TRAIN_VENV)
+	$(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+	  > "$$($(TRAIN_PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/portal-venv.pth"
+	$(TRAIN_PY) -m pip install --quiet -r requirements-train.txt
+	touch $@
+
+train-env: $(TRAIN_VENV)/.installed
 
 # Without SECRET_KEY, settings read this key, generated once (DEBUG stays off).
 var/secret_key:
@@ -49,11 +64,14 @@ run: demo
 	@echo ""
 	PORTAL_PORT=$(PORT) exec $(VENV)/bin/honcho -f Procfile start
 
+# Tests keep their state (SQLite files, broker folder, task outputs) apart from a running portal's var/.
+TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}
+
 test: dev-install var/secret_key
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 test-smoke: dev-install var/secret_key
-	$(VENV)/bin/pytest -m smoke $(PYTEST_ARGS)
+	$(TEST_ENV) $(VENV)/bin/pytest -n 2 -m smoke $(PYTEST_ARGS)
 
 lint: dev-install
 	$(VENV)/bin/ruff check .

@@ -7,13 +7,14 @@ no server to install. `DATABASE_URL` and `REDIS_URL` switch to PostgreSQL and Re
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from portal.lib.env import envbool, envint, envlist, envsecret, envstr
+from portal.lib.env import envbool, envint, envlist, envprefixed, envsecret, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
@@ -140,6 +141,8 @@ else:
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
+        # The folder is polled: at the default 1 s a worker takes ~1 message per second per process.
+        "polling_interval": 0.05,
     }
     CELERY_RESULT_BACKEND = None
     for _folder in ("queue", "control"):
@@ -187,6 +190,19 @@ PORTAL_WORK_DIR = Path(envstr("PORTAL_WORK_DIR", str(VAR_DIR / "work")))
 PORTAL_AGENT_TIMEOUT = envint("PORTAL_AGENT_TIMEOUT", 15)
 # Reserve this share of the machine for the portal itself (cores) when offering capacity.
 PORTAL_AGENT_RESERVED_CPU = float(envstr("PORTAL_AGENT_RESERVED_CPU", "0"))
+# Task environments: the interpreter a command's "{python}" (default) or "{python:<name>}" runs. torch lives in
+# "train" only (`make train-env`), never in the portal's venv. PORTAL_TASK_ENV_<NAME>=/path/to/python sets
+# one, or adds a new name.
+PORTAL_TASK_ENVS = {
+    "default": sys.executable,
+    "train": str(BASE_DIR / ".venv-train" / "bin" / "python"),
+    **envprefixed("PORTAL_TASK_ENV_"),
+}
+for _name, _python in PORTAL_TASK_ENVS.items():
+    if not Path(_python).is_absolute():
+        raise ImproperlyConfigured(
+            f"PORTAL_TASK_ENV_{_name.upper()} must be the absolute path of a Python; got {_python!r}"
+        )
 
 SESSION_COOKIE_NAME = envstr("SESSION_COOKIE_NAME", "portal_sessionid")
 SESSION_COOKIE_HTTPONLY = True

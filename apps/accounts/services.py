@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -14,6 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.accounts.models import ApiToken, Notification, hash_token
+from portal.lib.publish import publish
 
 # Record last use at most this often per token: a busy client must not turn reads into writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -116,7 +115,7 @@ def unread_count(user: Any) -> int:
 def publish_unread_count(user_id: int) -> None:
     """Push the user's unread count to their open websockets."""
     count = Notification.objects.filter(user_id=user_id, read_at__isnull=True).count()
-    async_to_sync(get_channel_layer().group_send)(user_group(user_id), {"type": "unread.count", "unread": count})
+    publish(user_group(user_id), {"type": "unread.count", "unread": count})
 
 
 def notify(user: Any, message: str, url: str = "") -> Notification:

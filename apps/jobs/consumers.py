@@ -10,6 +10,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from apps.jobs.logs import backlog, run_log_group
+from apps.jobs.orchestrator import run_status_snapshot
 from apps.jobs.models import PipelineRun
 
 CLOSE_BAD_REQUEST = 4400
@@ -80,6 +81,10 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         # Live batches wait in the layer until connect() returns: the consumer handles one message at a time.
         self.backlog_last_id = await self.send_backlog(run_id)
+        # The state now: status events sent before this socket joined would otherwise never arrive.
+        snapshot = await database_sync_to_async(run_status_snapshot)(run_id)
+        if snapshot is not None:
+            await self.send_json({**snapshot, "type": "status"})
 
     async def reject(self, code: int) -> None:
         # Accept, then close with an application code: the browser then knows why and not to retry.

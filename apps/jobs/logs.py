@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import get_channel_layer
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from apps.jobs.models import LogLine, PipelineRun, TaskRun
+from portal.lib.publish import publish
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,7 @@ def publish_lines(run_id: int, lines: list[dict[str, Any]]) -> None:
     if not lines:
         return
     try:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(run_log_group(run_id), {"type": "log.lines", "lines": lines})
+        publish(run_log_group(run_id), {"type": "log.lines", "lines": lines})
     except Exception:
         logger.exception("Could not publish %d log lines of run %s; they are stored", len(lines), run_id)
 

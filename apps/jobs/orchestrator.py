@@ -19,8 +19,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -39,6 +37,7 @@ from apps.jobs.models import (
 )
 from apps.runtime.base import get_runtime
 from apps.runtime.workload import Capacity, Phase, Resources, Workload
+from portal.lib.publish import publish
 
 log = logging.getLogger("portal.orchestrator")
 
@@ -105,11 +104,24 @@ def cache_key(run: PipelineRun, node: dict[str, Any], upstream: dict[str, TaskRu
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def publish_status(run: PipelineRun) -> None:
+def run_status_snapshot(run_id: int) -> dict[str, Any] | None:
+    """The run's state as a status event (sent to a websocket when it connects)."""
+    run = PipelineRun.objects.filter(pk=run_id).first()
+    return status_payload(run, latest_tasks(run)) if run is not None else None
+
+
+def publish_status(run: PipelineRun, tasks: dict[str, TaskRun] | None = None) -> None:
     """Live node colours and progress for the run page (same group as the run's log lines)."""
-    tasks = latest_tasks(run)
+    payload = status_payload(run, latest_tasks(run) if tasks is None else tasks)
+    try:
+        publish(f"jobs.run.{run.pk}.logs", payload)
+    except Exception:  # status is also in the database; the page gets a snapshot when it (re)connects
+        log.warning("could not publish status of run %s", run.pk, exc_info=True)
+
+
+def status_payload(run: PipelineRun, tasks: dict[str, TaskRun]) -> dict[str, Any]:
     nodes = [n["name"] for n in run.spec.get("nodes", [])]
-    payload = {
+    return {
         "type": "run.status",
         "run": run.pk,
         "status": run.status,
@@ -126,10 +138,6 @@ def publish_status(run: PipelineRun) -> None:
             for name in nodes
         },
     }
-    try:
-        async_to_sync(get_channel_layer().group_send)(f"jobs.run.{run.pk}.logs", payload)
-    except Exception:
-        log.warning("could not publish status of run %s", run.pk, exc_info=True)
 
 
 # --- advancing a run -------------------------------------------------------------------------------
@@ -199,9 +207,9 @@ def advance_run(run_id: int) -> PipelineRun | None:
             _create_ready_tasks(run, nodes, tasks, now)
 
         _finish_if_done(run, nodes, tasks, now)
-    dispatch()
-    run.refresh_from_db()
-    publish_status(run)
+    if run.pk in dispatch():
+        tasks = latest_tasks(run)  # this run's tasks changed state (queued)
+    publish_status(run, tasks)
     return run
 
 
@@ -297,8 +305,8 @@ def _fmt_mem(v: float) -> str:
     return f"{v / 2**30:.1f} GiB"
 
 
-def dispatch() -> int:
-    """Submit waiting tasks that fit; tell the others why they wait. Returns how many were submitted."""
+def dispatch() -> set[int]:
+    """Submit waiting tasks that fit; tell the others why they wait. Returns the runs that got a task."""
     with transaction.atomic():
         # One dispatcher at a time (a row lock on PostgreSQL; SQLite serialises writers anyway).
         from apps.runtime.models import DispatchLock
@@ -311,7 +319,7 @@ def dispatch() -> int:
             .order_by("-run__priority", "created_at", "pk")
         )
         if not waiting:
-            return 0
+            return set()
         runtime = get_runtime()
         capacity = runtime.capacity()
         active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
@@ -326,7 +334,7 @@ def dispatch() -> int:
             used[3] += 1
             per_run[row["run_id"]] += 1
         free = [capacity.cpu, capacity.memory_bytes, capacity.gpu] if capacity else None
-        submitted = 0
+        submitted: set[int] = set()
         for task in waiting:
             if task.not_before and task.not_before > now:
                 continue
@@ -337,7 +345,7 @@ def dispatch() -> int:
                     task.save(update_fields=["waiting_reason"])
                 continue
             _submit(task, runtime, now)
-            submitted += 1
+            submitted.add(task.run_id)
             res = task.resources or {}
             need = [float(res.get("cpu") or 0), float(res.get("memory") or 0), float(res.get("gpu") or 0)]
             used = per_project[task.run.project_id]

@@ -53,3 +53,15 @@ def envsecret(name: str, default: str = "") -> str:
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE points at {path!r}, which cannot be read: {exc}") from None
     return os.environ.get(name, default)
+
+
+def envprefixed(prefix: str) -> dict[str, str]:
+    """{name: value} of every `PREFIX_NAME` variable, the name lowercased (`PORTAL_TASK_ENV_TRAIN` → "train")."""
+    found = {}
+    for key, value in os.environ.items():
+        if not key.startswith(prefix) or key == prefix:
+            continue
+        if not value.strip():
+            raise ImproperlyConfigured(f"{key} is set but empty; unset it or give it a value")
+        found[key[len(prefix) :].lower()] = value.strip()
+    return found

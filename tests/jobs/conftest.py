@@ -24,8 +24,9 @@ def database_url_of_test_db() -> str:
 
 
 class AgentProcess:
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, env: dict[str, str] | None = None) -> None:
         self.work_dir = work_dir
+        self.env = env or {}  # extra variables of the agent's environment (its settings)
         self.proc: subprocess.Popen | None = None
         self.log = work_dir / "agent.log"
 
@@ -37,6 +38,7 @@ class AgentProcess:
             "PORTAL_WORK_DIR": str(self.work_dir),
             "PORTAL_AGENT_TIMEOUT": str(settings.PORTAL_AGENT_TIMEOUT),
             "SECRET_KEY": settings.SECRET_KEY,
+            **self.env,
         }
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "runagent"],
@@ -70,6 +72,19 @@ def agent(transactional_db, tmp_path, settings):
     process.start()
     yield process
     process.stop()
+
+
+@pytest.fixture(scope="session")
+def train_python() -> str:
+    """The interpreter of the "train" task environment (torch), or skip: it is installed by `make train-env`."""
+    python = settings.PORTAL_TASK_ENVS["train"]
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"the 'train' task environment is not installed (no {python}): run `make train-env`")
+    probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True, timeout=120, check=False)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        pytest.skip(f"the 'train' task environment ({python}) cannot import torch: {last}; run `make train-env`")
+    return python
 
 
 def drive(run: PipelineRun, timeout: float = 60, until=None) -> PipelineRun:

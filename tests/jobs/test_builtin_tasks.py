@@ -514,8 +514,8 @@ def test_ddp_train_without_torch_exits_2_with_a_clear_message(tmp_path: Path) ->
     assert "requirements-train.txt" in result.stderr
 
 
-def test_ddp_train_runs_two_ranks_with_gloo(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="torch is not installed here; it belongs to requirements-train.txt")
+def test_ddp_train_runs_two_ranks_with_gloo(tmp_path: Path, train_python: str) -> None:
+    """In the "train" task environment (torch is never in the portal's venv; skipped without `make train-env`)."""
     out = tmp_path / "out"
     out.mkdir()
     port = str(free_port())
@@ -527,7 +527,7 @@ def test_ddp_train_runs_two_ranks_with_gloo(tmp_path: Path) -> None:
         env["OMP_NUM_THREADS"] = "1"
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "apps.jobs.builtin_tasks.pytorch_ddp_train", "--epochs", "3"],
+                [train_python, "-m", "apps.jobs.builtin_tasks.pytorch_ddp_train", "--epochs", "3"],
                 cwd=out,
                 env=env,
                 stdout=subprocess.PIPE,

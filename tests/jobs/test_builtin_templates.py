@@ -122,7 +122,8 @@ def test_the_script_accepts_every_argument_of_its_schema(slug: str) -> None:
     script as flags it knows (through the portal's own validation and command-line building)."""
     template = entry(slug)
     command = template["command"]
-    assert command[:2] == ["{python}", "-m"]
+    assert command[0] == ("{python:train}" if template["framework"] == "pytorch" else "{python}")
+    assert command[1] == "-m"
     assert command[2].startswith("apps.jobs.builtin_tasks.")
     parser = importlib.import_module(command[2]).build_parser()
     schema = template["args_schema"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.lib.env import envbool, envint, envlist, envsecret
+from portal.lib.env import envbool, envint, envlist, envprefixed, envsecret
 
 
 def test_envbool_accepts_common_spellings_and_rejects_the_rest(monkeypatch):
@@ -60,3 +60,12 @@ def test_settings_refuse_to_start_without_a_secret_key_when_debug_is_off(tmp_pat
     )
     assert result.returncode != 0
     assert "SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off" in result.stderr
+
+
+def test_envprefixed_collects_lowercased_names_and_rejects_empty_values(monkeypatch):
+    monkeypatch.setenv("TASK_ENV_TRAIN", "/opt/train/bin/python")
+    monkeypatch.setenv("TASK_ENV_LLM_FT", " /opt/llm/bin/python ")
+    assert envprefixed("TASK_ENV_") == {"train": "/opt/train/bin/python", "llm_ft": "/opt/llm/bin/python"}
+    monkeypatch.setenv("TASK_ENV_TRAIN", " ")
+    with pytest.raises(ImproperlyConfigured, match="TASK_ENV_TRAIN is set but empty"):
+        envprefixed("TASK_ENV_")

@@ -5,11 +5,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
-import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from apps.runtime.workload import Workload
+
+# "{python}" is the default task environment, "{python:train}" a named one (settings.PORTAL_TASK_ENVS).
+_PYTHON_TOKEN = re.compile(r"^\{python(?::([^{}]*))?\}$")
+# How to get a missing environment, where there is a recipe for it.
+INSTALL_HINTS = {"train": "run `make train-env`"}
+
+
+class TaskEnvironmentMissing(OSError):
+    """A command asks for a task environment this machine lacks. An OSError, so that the agent reports it as the
+    workload's failure to start ("could not start: task environment 'train' is not installed: …")."""
+
+    def __init__(self, env: str, message: str) -> None:
+        super().__init__(message)  # one argument: str() is the message alone, with no errno
+        self.env = env
 
 
 @dataclass
@@ -26,9 +43,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def expand(argv: list[str]) -> list[str]:
-    """`{python}` in a command means the interpreter of the task environment, called by full path."""
-    return [sys.executable if token == "{python}" else token for token in argv]
+def expand(argv: list[str], envs: Mapping[str, str] | None = None) -> list[str]:
+    """`{python}` in a command means the interpreter of the default task environment and `{python:<name>}` that
+    of a named one, called by full path. TaskEnvironmentMissing when it is unknown or not installed here."""
+    envs = settings.PORTAL_TASK_ENVS if envs is None else envs
+    expanded = []
+    for token in argv:
+        match = _PYTHON_TOKEN.match(token)
+        if match is None:
+            expanded.append(token)
+        else:
+            expanded.append(interpreter("default" if match.group(1) is None else match.group(1), envs))
+    return expanded
+
+
+def interpreter(name: str, envs: Mapping[str, str]) -> str:
+    """The full path of task environment `name`'s Python, which must exist on this machine."""
+    if name not in envs:
+        known = ", ".join(sorted(envs))
+        raise TaskEnvironmentMissing(name, f"unknown task environment {name!r} (this machine has: {known})")
+    path = envs[name]
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        hint = INSTALL_HINTS.get(name, f"set PORTAL_TASK_ENV_{name.upper()} to its interpreter")
+        raise TaskEnvironmentMissing(name, f"task environment {name!r} is not installed (no {path}): {hint}")
+    return path
 
 
 def replica_names(workload: Workload) -> list[tuple[str, int]]:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -40,7 +40,11 @@ class LocalRuntime(Runtime):
     name = "local"
 
     def submit(self, workload: Workload) -> str:
-        LocalWorkload.objects.get_or_create(uid=workload.uid, defaults={"spec": workload.as_dict()})
+        try:
+            with transaction.atomic():
+                LocalWorkload.objects.create(uid=workload.uid, spec=workload.as_dict())
+        except IntegrityError:
+            pass  # submitted before: the same uid is the same workload (idempotent)
         transaction.on_commit(wake_agents)  # an agent woken before the commit would find nothing
         return workload.uid
 

@@ -1,0 +1,386 @@
+"""Logs: task output → browser through the portal vs the raw Channels pub/sub layer, and keyword search.
+
+a) Live path. uvicorn serves the portal (a subprocess, one worker); a LogWriter in this process stores
+   and publishes the lines of one task, as the runtime agent does; a websocket client in another process,
+   signed in as a project member, receives them from `ws/runs/<id>/logs/`. Every line carries the time it
+   was printed, so the client measures print-to-browser latency and checks that no line is missing or
+   duplicated. Peer: the same lines in 500-line messages through `RedisPubSubChannelLayer` on the same
+   Redis to a receiving process (no database, no websocket).
+b) Search. 1M stored lines of one run (loaded with COPY), `search(run, keyword)` (median of 5) vs the same
+   query without a text index (PostgreSQL: bitmap scans off, which is the only way a GIN index is used;
+   SQLite: the plain `icontains` query, no FTS table).
+
+Prints numbers and ratios; the targets are printed, never asserted.
+
+    .venv/bin/python bench/logs.py [--lines 200000] [--stored 1000000]
+    (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override, sqlite:/// works too)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from _env import PYTHON, ROOT, prepare, start, stop, wait_for
+
+MESSAGE_LINES = 500  # the peer's batch, the same as the LogWriter's
+RARE = "OOMKilled"  # 3 of the stored lines; searched for in lower case
+RARE_AT = (123_457, 500_001, 987_654)
+COLUMNS = ("id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream", "text")
+STORED = ("run_id", *COLUMNS[1:])  # the columns the loader fills
+
+
+# --- Receivers (run as child processes, so they do not share the GIL with the sender) ------------
+
+
+class Tally:
+    """Lines received: latency from the time printed in the line, duplicates, the receive window."""
+
+    def __init__(self, expect: int) -> None:
+        self.expect = expect
+        self.seen = bytearray(expect)
+        self.received = 0
+        self.duplicates = 0
+        self.latencies: list[float] = []
+        self.first = self.last = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.received - self.duplicates >= self.expect
+
+    def add(self, texts: list[str]) -> None:
+        now = time.time()
+        self.first = self.first or now
+        self.last = now
+        for text in texts:
+            _word, index, printed = text.split(" ")
+            i = int(index)
+            self.received += 1
+            if self.seen[i]:
+                self.duplicates += 1
+            self.seen[i] = 1
+            self.latencies.append(now - float(printed))
+
+    def report(self) -> dict[str, Any]:
+        lat = sorted(self.latencies) or [float("nan")]
+        return {
+            "received": self.received,
+            "duplicates": self.duplicates,
+            "missing": self.expect - sum(self.seen),
+            "first": self.first,
+            "last": self.last,
+            "p50": lat[len(lat) // 2],
+            "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+            "max": lat[-1],
+        }
+
+
+async def drain(tally: Tally, next_texts) -> None:
+    """Receive until every line is in, then half a second more to catch duplicates; 30 s idle ends it."""
+    while not tally.complete:
+        try:
+            tally.add(await asyncio.wait_for(next_texts(), 30))
+        except TimeoutError:
+            return
+    try:
+        while True:
+            tally.add(await asyncio.wait_for(next_texts(), 0.5))
+    except TimeoutError:
+        pass
+
+
+async def receive_websocket(url: str, cookie: str, origin: str, expect: int) -> dict[str, Any]:
+    from websockets.asyncio.client import connect
+
+    tally = Tally(expect)
+    headers = {"Cookie": cookie, "Origin": origin}
+    async with connect(url, additional_headers=headers, max_size=None, open_timeout=20) as ws:
+
+        async def next_texts() -> list[str]:
+            while True:
+                message = json.loads(await ws.recv())
+                if message["type"] == "lines":
+                    return [line["text"] for line in message["lines"]]
+
+        print("ready", flush=True)  # accepted: the consumer has joined the run's group
+        await drain(tally, next_texts)
+    return tally.report()
+
+
+async def receive_layer(redis_url: str, prefix: str, group: str, expect: int) -> dict[str, Any]:
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    layer = RedisPubSubChannelLayer(hosts=[{"address": redis_url, "socket_timeout": None}], prefix=prefix)
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    await asyncio.sleep(0.2)  # SUBSCRIBE is sent; let Redis process it before the sender starts
+    tally = Tally(expect)
+
+    async def next_texts() -> list[str]:
+        message = await layer.receive(channel)
+        return [line["text"] for line in message["lines"]]
+
+    print("ready", flush=True)
+    await drain(tally, next_texts)
+    await layer.flush()
+    return tally.report()
+
+
+def receiver_main(argv: list[str]) -> None:
+    mode, *args = argv
+    if mode == "--receive-websocket":
+        url, cookie, origin, expect = args
+        result = asyncio.run(receive_websocket(url, cookie, origin, int(expect)))
+    else:
+        redis_url, prefix, group, expect = args
+        result = asyncio.run(receive_layer(redis_url, prefix, group, int(expect)))
+    print(json.dumps(result), flush=True)
+
+
+def start_receiver(*args: str) -> subprocess.Popen:
+    proc = subprocess.Popen([PYTHON, __file__, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        raise RuntimeError(f"receiver did not start: {line!r}")
+    return proc
+
+
+def result_of(proc: subprocess.Popen) -> dict[str, Any]:
+    out, _err = proc.communicate(timeout=120)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# --- a) live path -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def live_ours(n: int, var, run, task, member) -> dict[str, Any]:
+    from django.conf import settings
+    from django.test import Client
+
+    from apps.jobs.logs import LogWriter
+
+    client = Client()
+    client.force_login(member)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    port = free_port()
+    server = start(
+        [PYTHON, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+         "--lifespan", "off", "--log-level", "warning"],
+        var / "uvicorn.log",
+    )  # fmt: skip
+    try:
+        wait_for(lambda: port_open(port), what="uvicorn")
+        origin = f"http://127.0.0.1:{port}"
+        url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/logs/"
+        receiver = start_receiver("--receive-websocket", url, cookie, origin, str(n))
+        started = time.time()
+        with LogWriter(task) as writer:
+            for i in range(n):
+                writer.write("0", "stdout", f"line {i} {time.time():.6f}")
+        written = time.time()
+        result = result_of(receiver)
+    finally:
+        stop(server)
+    return {**result, "started": started, "written": written}
+
+
+async def peer_send(n: int, layer, group: str) -> None:
+    batch: list[dict[str, Any]] = []
+    for i in range(n):
+        now = datetime.now(UTC)
+        text = f"line {i} {time.time():.6f}"
+        batch.append(
+            {"id": i + 1, "task": 1, "node": "bench", "attempt": 1, "replica": "0", "seq": i + 1,
+             "ts": now.isoformat(), "stream": "stdout", "text": text}
+        )  # fmt: skip
+        if len(batch) == MESSAGE_LINES or i == n - 1:
+            await layer.group_send(group, {"type": "log.lines", "lines": batch})
+            batch = []
+
+
+def live_peer(n: int) -> dict[str, Any]:
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    redis_url = os.environ["REDIS_URL"]
+    prefix, group = f"{os.environ['REDIS_PREFIX']}:peer", "bench.peer"
+    receiver = start_receiver("--receive-layer", redis_url, prefix, group, str(n))
+
+    async def send() -> None:
+        layer = RedisPubSubChannelLayer(hosts=[{"address": redis_url, "socket_timeout": None}], prefix=prefix)
+        await peer_send(n, layer, group)
+        await layer.flush()
+
+    started = time.time()
+    asyncio.run(send())
+    written = time.time()
+    return {**result_of(receiver), "started": started, "written": written}
+
+
+# --- b) search ----------------------------------------------------------------------------------
+
+
+def stored_lines(n: int, tasks: list) -> Any:
+    """Rows as COPY takes them: training logs with random ids and numbers, the rare word 3 times."""
+    rnd = random.Random(7)
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    seqs = dict.fromkeys((task.pk for task in tasks), 0)
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        seqs[task.pk] += 1
+        kind = i % 10
+        if i in RARE_AT:
+            text = f"worker-{i % 8}: container {rnd.getrandbits(48):012x} {RARE} (exit code 137), restarting"
+        elif kind < 6:
+            text = (
+                f"epoch {i // 50_000} step {i} loss {rnd.random():.5f} lr {rnd.random() / 1000:.3e} "
+                f"throughput {rnd.uniform(800, 1200):.1f} samples/s"
+            )
+        elif kind < 9:
+            text = f"DEBUG loader worker-{i % 8}: fetched shard {rnd.getrandbits(64):016x} ({rnd.randrange(1, 9999)} records)"
+        else:
+            text = f"WARNING checkpoint {rnd.getrandbits(32):08x} saved to s3://bench/ckpt/{i}.pt in {rnd.randrange(9, 999)} ms"
+        yield (task.run_id, task.pk, task.node, 1, "0", seqs[task.pk], t0 + timedelta(milliseconds=i), "stdout", text)
+
+
+def load(rows, total: int) -> float:
+    """Bulk-insert the rows (PostgreSQL COPY; SQLite executemany in 5000s); returns lines/s."""
+    from django.db import connection, transaction
+
+    started = time.perf_counter()
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        with connection.connection.cursor() as cursor:
+            with cursor.copy(f"COPY jobs_logline ({', '.join(STORED)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+    else:
+        sql = f"INSERT INTO jobs_logline ({', '.join(STORED)}) VALUES ({', '.join(['%s'] * len(STORED))})"
+        with transaction.atomic(), connection.cursor() as cursor:
+            chunk = []
+            for row in rows:
+                chunk.append((*row[:6], connection.ops.adapt_datetimefield_value(row[6]), *row[7:]))
+                if len(chunk) == 5000:
+                    cursor.executemany(sql, chunk)
+                    chunk = []
+            cursor.executemany(sql, chunk)
+    elapsed = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_logline" if connection.vendor == "postgresql" else "ANALYZE")
+    return total / elapsed
+
+
+def unindexed(run, q: str, limit: int = 500) -> list[dict[str, Any]]:
+    """What `search` ran before it had an index: `icontains` over the run's lines, no text index."""
+    from django.db import connection, transaction
+
+    from apps.jobs.logs import line_dict
+    from apps.jobs.models import LogLine
+
+    qs = LogLine.objects.filter(run_id=run.pk, text__icontains=q).order_by("pk")[:limit].values(*COLUMNS)
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_bitmapscan = off")  # a GIN index is only read by bitmap scans
+        return [line_dict(**row) for row in qs]
+
+
+def timed(func, repeat: int = 5) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = func()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lines", type=int, default=200_000)
+    parser.add_argument("--stored", type=int, default=1_000_000)
+    args = parser.parse_args()
+    var = prepare("logs")
+
+    from django.db import connection
+
+    from apps.jobs.logs import search
+    from apps.jobs.models import PipelineRun, TaskRun
+    from apps.projects.models import Role
+    from apps.projects.services import create_project
+    from tests.factories import UserFactory, add_member
+
+    owner, member = UserFactory(username="bench-owner"), UserFactory(username="bench-member")
+    project = create_project(owner, slug="bench", name="Bench")
+    add_member(project, member, Role.VIEWER)
+    live_run = PipelineRun.objects.create(project=project, pipeline_name="live", number=1)
+    live_task = TaskRun.objects.create(run=live_run, node="train")
+
+    n = args.lines
+    peer = live_peer(n)
+    ours = live_ours(n, var, live_run, live_task, member)
+
+    stored_run = PipelineRun.objects.create(project=project, pipeline_name="stored", number=2)
+    tasks = [TaskRun.objects.create(run=stored_run, node=f"shard-{k}") for k in range(4)]
+    copy_rate = load(stored_lines(args.stored, tasks), args.stored)
+    searches = []
+    for label, q in (("rare", RARE.lower()), ("common", "loss"), ("2 chars", "lr")):
+        ours_s, found = timed(lambda q=q: search(stored_run, q))
+        peer_s, expected = timed(lambda q=q: unindexed(stored_run, q))
+        searches.append((label, q, ours_s, peer_s, len(found), found == expected))
+
+    def live_row(label: str, r: dict[str, Any]) -> tuple:
+        lines_s = n / (r["last"] - r["started"])
+        return label, lines_s, r["p50"] * 1000, r["p99"] * 1000, r["missing"], r["duplicates"]
+
+    rows = [live_row("portal (LogWriter → uvicorn → ws)", ours), live_row("peer (pub/sub layer)", peer)]
+    print(f"\na) live: {n:,} lines, 500 per message, {connection.vendor} + Redis, 2 cores")
+    print("{:<36}{:>12}{:>11}{:>11}{:>9}{:>7}".format("path", "lines/s", "p50 ms", "p99 ms", "missing", "dups"))
+    for label, lines_s, p50, p99, missing, dups in rows:
+        print(f"{label:<36}{lines_s:>12,.0f}{p50:>11.1f}{p99:>11.1f}{missing:>9}{dups:>7}")
+    (_, o_rate, _, o_p99, *_), (_, p_rate, _, p_p99, *_) = rows
+    print(f"{'ratio ours/peer':<36}{o_rate / p_rate:>11.2f}×{'':>11}{o_p99 / p_p99:>10.1f}×")
+    print(f"writer alone: {n / (ours['written'] - ours['started']):,.0f} lines/s stored and published")
+    print("target: ≥ 50,000 lines/s, p99 < 250 ms, nothing missing or duplicated")
+
+    print(f"\nb) search: {args.stored:,} stored lines in one run (loaded at {copy_rate:,.0f} lines/s), median of 5")
+    print("{:<10}{:<12}{:>12}{:>14}{:>9}{:>9}{:>8}".format("keyword", "q", "search ms", "unindexed ms", "ratio", "hits", "same"))
+    for label, q, ours_s, peer_s, hits, same in searches:
+        print(
+            f"{label:<10}{q!r:<12}{ours_s * 1000:>12.1f}{peer_s * 1000:>14.1f}{ours_s / peer_s:>8.3f}×"
+            f"{hits:>9}{'yes' if same else 'NO':>8}"
+        )
+    print("target: rare keyword < 300 ms")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1].startswith("--receive-"):
+        receiver_main(sys.argv[1:])
+    else:
+        main()
