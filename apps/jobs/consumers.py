@@ -10,8 +10,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from apps.jobs.logs import backlog, run_log_group
-from apps.jobs.orchestrator import run_status_snapshot
 from apps.jobs.models import PipelineRun
+from apps.jobs.orchestrator import run_status_snapshot
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401

@@ -38,7 +38,14 @@ def args_form_class(schema: dict) -> type[forms.Form]:
             "initial": prop.get("default"),
         }
         if prop.get("enum"):
-            fields[name] = forms.ChoiceField(choices=[(c, c) for c in prop["enum"]], **common)
+            # A form posts text: give back the schema's own value (4, not "4"), or the check fails on type.
+            values = {str(choice): choice for choice in prop["enum"]}
+            choices = [(key, key) for key in values]
+            if name not in required:
+                choices.insert(0, ("", "—"))
+            fields[name] = forms.TypedChoiceField(
+                choices=choices, coerce=values.__getitem__, empty_value=None, **common
+            )
         elif kind == "int":
             fields[name] = forms.IntegerField(min_value=prop.get("minimum"), max_value=prop.get("maximum"), **common)
         elif kind == "float":

@@ -6,7 +6,7 @@ import logging
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -22,6 +22,11 @@ def validate_schedule(cron: str, tz: str) -> None:
     errors = {}
     if not croniter.is_valid(cron):
         errors["cron"] = [_("“%(cron)s” is not a cron expression (e.g. “0 3 * * *”).") % {"cron": cron}]
+    else:
+        try:  # "0 0 30 2 *" parses but never fires; croniter only finds out when asked for a date
+            croniter(cron).get_next(datetime)
+        except CroniterError:
+            errors["cron"] = [_("“%(cron)s” never matches a date.") % {"cron": cron}]
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
@@ -34,6 +39,12 @@ def due_dates(schedule: Schedule, now: datetime) -> list[datetime]:
     """Logical dates that are due and not started yet (all of them with catch-up, else the newest)."""
     tz = ZoneInfo(schedule.timezone)
     start = schedule.last_logical_date or (schedule.start_date - timedelta(microseconds=1))
+    if not schedule.catchup:
+        # Step back from now: walking forward from the start stops after MAX_CATCHUP dates, which after a
+        # long gap (a paused schedule, a minutely cron) is far in the past, not the newest date. The
+        # microsecond makes a date exactly `now` count, as it does below.
+        newest = croniter(schedule.cron, (now + timedelta(microseconds=1)).astimezone(tz)).get_prev(datetime)
+        return [newest] if newest > start else []
     it = croniter(schedule.cron, start.astimezone(tz))
     dates: list[datetime] = []
     while len(dates) < MAX_CATCHUP:
@@ -41,7 +52,7 @@ def due_dates(schedule: Schedule, now: datetime) -> list[datetime]:
         if nxt > now:
             break
         dates.append(nxt)
-    return dates if schedule.catchup else dates[-1:]
+    return dates
 
 
 def tick(now: datetime | None = None) -> int:
@@ -52,8 +63,17 @@ def tick(now: datetime | None = None) -> int:
     started = 0
     for schedule_id in Schedule.objects.filter(enabled=True).values_list("pk", flat=True):
         with transaction.atomic():
-            schedule = Schedule.objects.select_for_update().select_related("pipeline", "project").get(pk=schedule_id)
-            for logical_date in due_dates(schedule, now):
+            locked = Schedule.objects.select_for_update().select_related("pipeline", "project")
+            schedule = locked.filter(pk=schedule_id).first()
+            if schedule is None or not schedule.enabled:  # deleted or paused since the list was read
+                continue
+            try:
+                dates = due_dates(schedule, now)
+            except (CroniterError, ZoneInfoNotFoundError, ValueError) as exc:
+                # A schedule stored before validation caught its problem must not stall every other one.
+                log.warning("schedule %s cannot be evaluated: %s", schedule.pk, exc)
+                continue
+            for logical_date in dates:
                 runs = schedule.runs.all()
                 if runs.exclude(status__in=RUN_FINISHED).count() >= schedule.max_active_runs:
                     break  # max active runs: the next tick tries again

@@ -176,6 +176,9 @@ def cancel_run(run: PipelineRun) -> PipelineRun:
 def rerun_from(run: PipelineRun, user: Any, node: str | None = None) -> PipelineRun:
     """A new run of the same frozen spec. Nodes that are not `node` or downstream of it, and that
     succeeded before, reuse their outputs; without `node`, every node that did not succeed runs again."""
+    if not run.is_finished:
+        # Its tasks are still moving: a new run would start the same nodes again alongside them.
+        raise ValidationError({"status": [_("Wait for the run to finish, or cancel it, before running it again.")]})
     names = [n["name"] for n in run.spec["nodes"]]
     if node is not None and node not in names:
         raise ValidationError({"node": [_("No node “%(node)s” in this run.") % {"node": node}]})

@@ -14,6 +14,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 log = logging.getLogger("portal.publish")
@@ -64,6 +65,11 @@ _lock = threading.Lock()
 def publish(group: str, message: dict[str, Any], *, wait: bool = False) -> None:
     """Send `message` to `group`; in publish order, from any thread. `wait` blocks until it is sent."""
     global _publisher, _pid
+    layer = get_channel_layer()
+    if not type(layer).__module__.startswith("channels_redis"):
+        # The embedded SQLite layer is a database write bound to the caller's thread: send inline.
+        async_to_sync(layer.group_send)(group, message)
+        return
     with _lock:
         if _publisher is None or _pid != os.getpid():  # a forked worker needs a loop of its own
             _publisher, _pid = _Publisher(), os.getpid()

@@ -79,12 +79,6 @@ def agent_without_train(transactional_db, tmp_path, settings):
     process.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="apps/runtime/local/agent.py calls plan() before the try that turns an OSError into 'could not start: "
-    "…', so the reason is lost ('the agent failed while supervising this workload'); drop this mark once "
-    "plan() moves inside that try",
-)
 def test_a_missing_task_environment_fails_the_task_with_the_reason(agent_without_train, project, owner, tmp_path):
     nodes = [{"name": "train", "template": "pytorch-ddp-train"}]
     run = drive(start_run(pipeline(project, owner, nodes), owner))

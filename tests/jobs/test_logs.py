@@ -139,11 +139,10 @@ def test_the_batch_reaches_the_runs_group_through_the_channel_layer(task, settin
 
 
 def test_a_publishing_failure_keeps_the_stored_lines(task, monkeypatch, caplog, django_capture_on_commit_callbacks):
-    class BrokenLayer:
-        async def group_send(self, group, message):
-            raise ConnectionError("layer down")
+    def broken_publish(group, message):
+        raise ConnectionError("layer down")
 
-    monkeypatch.setattr(logs, "get_channel_layer", BrokenLayer)
+    monkeypatch.setattr(logs, "publish", broken_publish)
     with caplog.at_level(logging.ERROR, logger="apps.jobs.logs"), django_capture_on_commit_callbacks(execute=True):
         writer = LogWriter(task)
         write_lines(writer, ["kept"])
@@ -253,6 +252,119 @@ def test_search_ignores_case_keeps_order_and_filters_by_node(run, two_tasks):
     assert [line["text"] for line in search(run, "error", node="eval")] == ["Error rate 0.1"]
     assert [line["text"] for line in search(run, "in", limit=2)] == ["loading data", "evaluating"]
     assert search(run, "nothing like this") == []
+
+
+# What `search` must match exactly as the plain `icontains` scan does, index or not: case (ASCII and not),
+# LIKE wildcards and the escape character taken literally, FTS5 syntax (quotes) taken literally, keywords
+# shorter than a trigram, several matches on one line, whitespace.
+SEARCH_TEXTS = [
+    "Loss 0.5 at step 1",
+    "100% done",
+    "50%_off sale",
+    'say "hi" twice: "hi"',
+    r"C:\path\to\file",
+    "naïve café",
+    "CAFÉ AU LAIT",
+    "ΣΊΣΥΦΟΣ and σίσυφος",
+    "a_b_c",
+    "ab",
+    "tab\tseparated  spaces",
+    "loss loss LOSS",
+]
+SEARCH_KEYWORDS = [
+    "loss", "LOSS", "Loss 0", "0% d", "%", "_", "%_o", "a_b", '"hi"', '"', 'y "h', "\\path", "\\", "café", "CAFÉ",
+    "É", "ΣΥΦ", "σίσ", "ab", "b", "ted  sp", "\tsep", "nothing", "ss lo", "step 1",
+]  # fmt: skip
+
+
+@pytest.fixture
+def search_lines(task, published) -> list[str]:
+    with LogWriter(task) as writer:
+        write_lines(writer, SEARCH_TEXTS)
+    return SEARCH_TEXTS
+
+
+def scanned(run: PipelineRun, q: str) -> list[str]:
+    return list(LogLine.objects.filter(run=run, text__icontains=q).order_by("pk").values_list("text", flat=True))
+
+
+@pytest.mark.parametrize("q", SEARCH_KEYWORDS)
+def test_search_finds_what_a_case_insensitive_substring_scan_finds(run, search_lines, q):
+    assert [line["text"] for line in search(run, q)] == scanned(run, q)
+
+
+def test_search_results_do_not_depend_on_the_vendor_for_ascii_keywords(run, search_lines):
+    assert [line["text"] for line in search(run, "LOSS")] == ["Loss 0.5 at step 1", "loss loss LOSS"]
+    assert [line["text"] for line in search(run, "%_o")] == ["50%_off sale"]
+    assert [line["text"] for line in search(run, '"hi"')] == ['say "hi" twice: "hi"']
+    assert [line["text"] for line in search(run, "\\path")] == [r"C:\path\to\file"]
+    assert [line["text"] for line in search(run, "AB")] == ["ab", "tab\tseparated  spaces"]
+    assert [line["text"] for line in search(run, "ted  sp")] == ["tab\tseparated  spaces"]
+
+
+def test_search_respects_the_limit_and_order_with_many_matches(run, task, published):
+    with LogWriter(task) as writer:
+        write_lines(writer, [f"step {i} Loss {i}" if i % 3 else f"step {i}" for i in range(1200)])
+    found = search(run, "LOSS", limit=500)
+    assert [line["text"] for line in found] == [f"step {i} Loss {i}" for i in range(1200) if i % 3][:500]
+
+
+def test_search_uses_the_text_index_for_keywords_of_three_characters(run, search_lines):
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        # A handful of rows: show that the planner *can* serve `icontains` from the index (its expression is
+        # the one the lookup compares); bench/logs.py shows that it does on a million lines.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("SET LOCAL enable_indexscan = off")
+        assert "jobs_logline_text_trgm" in LogLine.objects.filter(text__icontains="café").explain()
+    elif connection.vendor == "sqlite":
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as queries:
+            search(run, "café")
+            search(run, "ab")
+        found, short = (query["sql"] for query in queries.captured_queries if 'FROM "jobs_logline"' in query["sql"])
+        assert "MATCH" in found
+        assert "MATCH" not in short
+
+
+@pytest.fixture
+def sqlite_fts():
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the FTS5 table exists on SQLite only")
+    if not logs._fts_in_sync("default"):
+        pytest.skip("SQLite without FTS5 trigram support")
+    return connection
+
+
+def fts_count(connection, q: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {logs.FTS_TABLE} WHERE {logs.FTS_TABLE} MATCH %s", [f'"{q}"'])
+        return cursor.fetchone()[0]
+
+
+def test_the_fts_table_follows_updates_and_deletes(run, search_lines, sqlite_fts):
+    assert fts_count(sqlite_fts, "café") == 2  # FTS5 folds all of Unicode: a superset of LIKE's matches
+    LogLine.objects.filter(text="naïve café").update(text="plain tea")
+    assert [line["text"] for line in search(run, "CAF")] == ["CAFÉ AU LAIT"]
+    assert [line["text"] for line in search(run, "tea")] == ["plain tea"]
+    run.delete()
+    assert fts_count(sqlite_fts, "café") == 0
+    assert fts_count(sqlite_fts, "tea") == 0
+
+
+def test_search_scans_when_the_fts_triggers_are_gone(run, task, published, sqlite_fts):
+    # What a later migration that rebuilds jobs_logline leaves behind: the FTS table without its triggers.
+    with sqlite_fts.cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER {logs.FTS_TRIGGERS[0]}")
+    with LogWriter(task) as writer:
+        writer.write("0", "stdout", "written after the triggers went")
+    assert fts_count(sqlite_fts, "triggers") == 0
+    assert [line["text"] for line in search(run, "TRIGGERS")] == ["written after the triggers went"]
 
 
 def test_first_error_is_the_first_line_that_mentions_one(run, two_tasks):

@@ -36,8 +36,23 @@ def open_socket(live, run, user=None, query: str = ""):
     return connect(url, additional_headers=headers, open_timeout=5, max_size=None)
 
 
-def receive(ws, timeout: float = 10.0) -> dict:
-    return json.loads(ws.recv(timeout=timeout))
+def receive(ws, timeout: float = 10.0, *, statuses: bool = False) -> dict:
+    """The next message; the status snapshot a socket gets after its backlog is skipped unless asked for."""
+    while True:
+        message = json.loads(ws.recv(timeout=timeout))
+        if statuses or message["type"] != "status":
+            return message
+
+
+def assert_quiet(ws, seconds: float = 0.5) -> None:
+    """No further lines arrive (status snapshots may)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            message = json.loads(ws.recv(timeout=left))
+        except TimeoutError:
+            return
+        assert message["type"] == "status", message
 
 
 def receive_lines(ws, count: int, timeout: float = 20.0) -> list[dict]:
@@ -49,8 +64,7 @@ def receive_lines(ws, count: int, timeout: float = 20.0) -> list[dict]:
         assert message["type"] == "lines", message
         lines.extend(message["lines"])
     assert len(lines) == count, [line["seq"] for line in lines]
-    with pytest.raises(TimeoutError):
-        ws.recv(timeout=0.5)
+    assert_quiet(ws)
     return lines
 
 
@@ -132,13 +146,23 @@ def test_the_task_and_replica_filters_apply_to_backlog_and_live_lines(live_asgi,
         assert [line["text"] for line in receive(ws)["lines"]] == ["fit 2 on replica 1"]
 
 
+def test_a_socket_gets_the_run_state_after_the_backlog(live_asgi, world, run):
+    with open_socket(live_asgi, run, world.bob) as ws:
+        snapshot = receive(ws, statuses=True)
+    assert snapshot == {
+        "type": "status", "run": run.pk, "status": "queued", "reason": "", "done": 0, "total": 0, "nodes": {},
+    }  # fmt: skip
+
+
 def test_run_status_messages_are_forwarded(live_asgi, world, run):
     with open_socket(live_asgi, run, world.bob) as ws:
-        time.sleep(0.3)  # connected and in the group (there is no backlog to wait for)
+        assert receive(ws, statuses=True)["status"] == "queued"  # the snapshot: connected and in the group
         async_to_sync(get_channel_layer().group_send)(
             run_log_group(run.pk), {"type": "run.status", "run": run.pk, "status": "running", "done": 1, "total": 3}
         )
-        assert receive(ws) == {"type": "status", "run": run.pk, "status": "running", "done": 1, "total": 3}
+        assert receive(ws, statuses=True) == {
+            "type": "status", "run": run.pk, "status": "running", "done": 1, "total": 3,
+        }  # fmt: skip
 
 
 @pytest.mark.parametrize("who", ["charlie", "nobody's run"])

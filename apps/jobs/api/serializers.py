@@ -6,6 +6,7 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.projects.api.base import request_token
 from apps.projects.api.serializers import VisibleProjectField
 
 
@@ -102,6 +103,6 @@ class ScheduleSerializer(serializers.ModelSerializer):
 
     def validate_pipeline(self, pipeline: Pipeline) -> Pipeline:
         request = self.context["request"]
-        if not Pipeline.objects.for_user(request.user).filter(pk=pipeline.pk).exists():
+        if not Pipeline.objects.for_user(request.user, token=request_token(request)).filter(pk=pipeline.pk).exists():
             raise serializers.ValidationError(_("No such pipeline."))
         return pipeline

@@ -182,7 +182,12 @@ class ScheduleViewSet(ProjectScopedViewSet):
 
     def perform_update(self, serializer: ScheduleSerializer) -> None:
         data = serializer.validated_data
+        pipeline = data.get("pipeline", serializer.instance.pipeline)
+        if pipeline.pk != serializer.instance.pipeline_id:
+            # The schedule's runs start in the new pipeline's project: the user must be allowed to start
+            # them there, and the schedule moves with its pipeline.
+            self.check_project(pipeline.project)
         schedules.validate_schedule(
             data.get("cron", serializer.instance.cron), data.get("timezone", serializer.instance.timezone)
         )
-        serializer.save()
+        serializer.save(project=pipeline.project)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -9,7 +10,7 @@ from django.utils.translation import gettext as _
 from apps.jobs import services
 from apps.jobs.forms import PipelineYamlForm
 from apps.jobs.graph import layout
-from apps.jobs.models import Pipeline
+from apps.jobs.models import Pipeline, PipelineRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.access import project_view
 from apps.projects.models import Project
@@ -48,8 +49,12 @@ def _save_from_yaml(form: PipelineYamlForm, project: Project, user, pipeline: Pi
 
 @project_view(VIEW, methods=("GET",))
 def pipeline_list(request: HttpRequest, project: Project) -> HttpResponse:
-    pipelines = Pipeline.objects.filter(project=project).prefetch_related("runs")
-    rows = [(p, p.runs.order_by("-created_at").first()) for p in pipelines]
+    # Two queries whatever the number of pipelines: the newest run's id per pipeline, then those runs
+    # (prefetching every run of every pipeline to show one each would load a project's whole history).
+    newest = PipelineRun.objects.filter(pipeline=OuterRef("pk")).order_by("-created_at", "-pk").values("pk")[:1]
+    pipelines = list(Pipeline.objects.filter(project=project).annotate(last_run_id=Subquery(newest)))
+    last_runs = PipelineRun.objects.in_bulk([p.last_run_id for p in pipelines if p.last_run_id is not None])
+    rows = [(p, last_runs.get(p.last_run_id)) for p in pipelines]
     return render(request, "jobs/pipeline_list.html", {"project": project, "rows": rows})
 
 

@@ -122,10 +122,9 @@ class Supervisor:
         workload = self.item.workload
         listener = hooks.listener_for(workload)
         self.sink = listener.sink(workload) if listener else hooks.DiscardSink()
-        specs = plan(workload)
         procs: list[tuple[ReplicaSpec, subprocess.Popen]] = []
         try:
-            for spec in specs:
+            for spec in plan(workload):  # plan() raises OSError for a missing task environment
                 os.makedirs(spec.cwd, exist_ok=True)
                 procs.append((spec, self._spawn(spec)))
         except OSError as exc:
