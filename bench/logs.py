@@ -12,7 +12,7 @@ b) Search. 1M stored lines of one run (loaded with COPY), `search(run, keyword)`
 
 Prints numbers and ratios; the targets are printed, never asserted.
 
-    .venv/bin/python bench/logs.py [--lines 200000] [--stored 1000000]
+    .venv/bin/python bench/logs.py [--lines 200000] [--stored 1000000] [--without-index]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override, sqlite:/// works too)
 """
 
