@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from datetime import timedelta
 from typing import Any
 
@@ -13,6 +15,8 @@ from django.utils.translation import gettext as _
 
 from apps.accounts.models import ApiToken, Notification, hash_token
 from portal.lib.publish import publish
+
+logger = logging.getLogger(__name__)
 
 # Record last use at most this often per token: a busy client must not turn reads into writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -115,7 +119,10 @@ def unread_count(user: Any) -> int:
 def publish_unread_count(user_id: int) -> None:
     """Push the user's unread count to their open websockets."""
     count = Notification.objects.filter(user_id=user_id, read_at__isnull=True).count()
-    publish(user_group(user_id), {"type": "unread.count", "unread": count})
+    try:
+        publish(user_group(user_id), {"type": "unread.count", "unread": count})
+    except Exception:  # the notification is stored; the badge catches up on the next page load
+        logger.warning("could not publish the unread count of user %s", user_id, exc_info=True)
 
 
 def notify(user: Any, message: str, url: str = "") -> Notification:

@@ -15,7 +15,9 @@ from apps.jobs.services import start_run
 from tests.factories import ProjectFactory, UserFactory
 from tests.jobs.conftest import drive
 
-pytestmark = [pytest.mark.live, pytest.mark.smoke]
+# All databases: with a real commit, the demo's welcome notification is published to the embedded channel
+# layer, which lives in a database of its own.
+pytestmark = [pytest.mark.live, pytest.mark.smoke, pytest.mark.django_db(transaction=True, databases="__all__")]
 
 
 def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(agent):
