@@ -94,6 +94,24 @@ def portal_type(prop: dict[str, Any]) -> str:
     return _JSON_TO_PORTAL.get(_first_type(prop.get("type")) or "", "json")
 
 
+ORDER_KEY = "x-portal-order"
+
+
+def with_order(schema: dict[str, Any]) -> dict[str, Any]:
+    """Record the properties' order in the schema itself: PostgreSQL's jsonb does not keep key order,
+    and forms and command lines should follow the order the template's author wrote."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict) or ORDER_KEY in schema:
+        return schema
+    return {**schema, ORDER_KEY: list(schema["properties"])}
+
+
+def ordered_properties(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema's properties in the author's order (see `with_order`), unknown ones after."""
+    properties: dict[str, Any] = schema.get("properties") or {}
+    order = [name for name in schema.get(ORDER_KEY) or [] if name in properties]
+    return {name: properties[name] for name in [*order, *(n for n in properties if n not in order)]}
+
+
 def validate_args_schema(schema: Any) -> None:
     """Check a template's argument schema: valid Draft 2020-12, an object of typed, flag-like properties.
 
@@ -168,7 +186,7 @@ def validate_args(schema: dict[str, Any] | None, args: Any, prefix: str) -> dict
     if not isinstance(args, dict):
         raise ValidationError({prefix: [_("Arguments must be a mapping of name to value.")]})
     schema = schema or {}
-    properties: dict[str, Any] = schema.get("properties", {})
+    properties = ordered_properties(schema)
     given = {name: value for name, value in args.items() if value is not None}
     filled: dict[str, Any] = {}
     for name, prop in properties.items():
@@ -191,7 +209,7 @@ def to_cli_args(schema: dict[str, Any] | None, args: dict[str, Any]) -> list[str
 
     False, null and "" are left out. Order follows the schema's properties, then any extra arguments.
     """
-    properties: dict[str, Any] = (schema or {}).get("properties", {})
+    properties = ordered_properties(schema or {})
     names = [name for name in properties if name in args] + [name for name in args if name not in properties]
     argv: list[str] = []
     for name in names:

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from apps.jobs.args import with_order
 from apps.jobs.models import JobTemplate
 
 FIXTURE = Path(settings.BASE_DIR) / "fixtures" / "job_templates.yaml"
@@ -68,6 +69,8 @@ def read_entries(path: Path) -> list[tuple[str, dict[str, Any]]]:
         if unknown:
             raise ImproperlyConfigured(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
         values = {name: entry[name] for name in FIELDS if name in entry}
+        if "args_schema" in values:
+            values["args_schema"] = with_order(values["args_schema"])
         _check(where, slug, values)
         entries.append((slug, values))
     return entries

@@ -25,11 +25,11 @@ class RerunForm(StyledFormMixin, forms.Form):
 
 def args_form_class(schema: dict) -> type[forms.Form]:
     """A form for a template's arguments, generated from its JSON Schema (types, choices, defaults)."""
-    from apps.jobs.args import portal_type
+    from apps.jobs.args import ordered_properties, portal_type
 
     required = set(schema.get("required", []))
     fields: dict[str, forms.Field] = {}
-    for name, prop in (schema.get("properties") or {}).items():
+    for name, prop in ordered_properties(schema).items():
         kind = portal_type(prop)
         common = {
             "label": prop.get("title") or name,

@@ -19,7 +19,7 @@ from apps.jobs.api.serializers import (
     ScheduleSerializer,
     TaskRunSerializer,
 )
-from apps.jobs.args import validate_args_schema
+from apps.jobs.args import validate_args_schema, with_order
 from apps.jobs.models import TASK_FINISHED, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
@@ -49,7 +49,9 @@ class JobTemplateViewSet(ProjectScopedViewSet):
         self.check_project(project)
         validate_args_schema(data.get("args_schema") or {})
         latest = JobTemplate.objects.filter(project=project, slug=data["slug"]).order_by("-version").first()
-        serializer.save(version=(latest.version + 1) if latest else 1)
+        serializer.save(
+            version=(latest.version + 1) if latest else 1, args_schema=with_order(data.get("args_schema") or {})
+        )
 
 
 class PipelineViewSet(ProjectScopedViewSet):
