@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from django.utils import timezone
 
-from apps.jobs.models import LogLine, ResourceSample, TaskRun
-from apps.runtime.workload import Workload
+from apps.jobs.models import LogLine, PipelineRun, ResourceSample, TaskRun, TaskStatus
+from apps.runtime.workload import Phase, Workload
 
 
 class TaskSink:
@@ -48,10 +48,22 @@ class TaskListener:
     def sink(self, workload: Workload) -> TaskSink:
         return TaskSink(TaskRun.objects.select_related("run").get(pk=int(workload.labels["task_run"])))
 
-    def changed(self, workload: Workload) -> None:
+    def changed(self, workload: Workload, phase: Phase) -> None:
         from apps.jobs.tasks import advance_run
 
-        advance_run.delay(int(workload.labels["run"]))
+        run_id = int(workload.labels["run"])
+        if phase == Phase.RUNNING:
+            # Starting changes nothing the orchestrator decides on: record it here and tell the run page,
+            # instead of a full advance that would hold the run's lock while the next event arrives.
+            started = TaskRun.objects.filter(pk=int(workload.labels["task_run"]), status=TaskStatus.QUEUED)
+            if started.update(status=TaskStatus.RUNNING, started_at=timezone.now()):
+                from apps.jobs.orchestrator import publish_status
+
+                run = PipelineRun.objects.filter(pk=run_id).first()
+                if run is not None:
+                    publish_status(run)
+            return
+        advance_run.delay(run_id)
 
     def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
         task_id = int(workload_uid.rsplit("-", 1)[-1])

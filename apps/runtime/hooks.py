@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from apps.runtime.workload import Workload
+from apps.runtime.workload import Phase, Workload
 
 
 class Sink(Protocol):
@@ -26,7 +26,7 @@ class Sink(Protocol):
 class Listener(Protocol):
     def sink(self, workload: Workload) -> Sink: ...
 
-    def changed(self, workload: Workload) -> None: ...
+    def changed(self, workload: Workload, phase: Phase) -> None: ...
 
     def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]: ...
 

@@ -31,7 +31,7 @@ from django.utils import timezone
 from apps.runtime import hooks
 from apps.runtime.local.launch import ReplicaSpec, plan
 from apps.runtime.models import Agent, LocalWorkload
-from apps.runtime.workload import Workload
+from apps.runtime.workload import Phase, Workload
 
 log = logging.getLogger("portal.agent")
 
@@ -136,7 +136,7 @@ class Supervisor:
         LocalWorkload.objects.filter(pk=self.item.row_id).update(
             state=LocalWorkload.State.RUNNING, started_at=started, pids={s.name: p.pid for s, p in procs}
         )
-        self._changed()
+        self._changed(Phase.RUNNING)
         readers = [
             threading.Thread(target=self._pump, args=(spec.name, stream_name, stream), daemon=True)
             for spec, proc in procs
@@ -234,13 +234,13 @@ class Supervisor:
         LocalWorkload.objects.filter(pk=self.item.row_id).update(
             state=state, exit_code=exit_code, reason=reason[:2000], finished_at=timezone.now()
         )
-        self._changed()
+        self._changed(Phase(state))
 
-    def _changed(self) -> None:
+    def _changed(self, phase: Phase) -> None:
         listener = hooks.listener_for(self.item.workload)
         if listener is not None:
             try:
-                listener.changed(self.item.workload)
+                listener.changed(self.item.workload, phase)
             except Exception:
                 log.exception("notifying about %s failed", self.item.workload.uid)
 
