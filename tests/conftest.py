@@ -69,6 +69,16 @@ def password() -> str:
     return PASSWORD
 
 
+def database_url_of_test_db() -> str:
+    """A DATABASE_URL that points a subprocess (worker, agent) at the test database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -30,6 +30,14 @@ class SharedTenantQuerySet(TenantQuerySet):
         return self.filter(models.Q(project=project) | models.Q(project__isnull=True))
 
 
+class PipelineRunQuerySet(TenantQuerySet):
+    def with_progress(self) -> PipelineRunQuerySet:
+        """Annotate `done_count` (nodes whose latest attempt is finished), newest first: Meta.ordering does
+        not apply to aggregating queries."""
+        done = models.Count("tasks__node", filter=models.Q(tasks__status__in=TASK_FINISHED), distinct=True)
+        return self.annotate(done_count=done).order_by("-created_at", "-pk")
+
+
 class Kind(models.TextChoices):
     JOB = "job", _("Job")
     DISTRIBUTED = "distributed", _("Distributed")
@@ -162,7 +170,7 @@ class PipelineRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = PipelineRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-pk"]

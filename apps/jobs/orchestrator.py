@@ -388,13 +388,12 @@ def _why_wait(task: TaskRun, per_project, per_run, free, capacity: Capacity | No
     return ""
 
 
-def _task_env(task: TaskRun, node: dict[str, Any], out: Path) -> dict[str, str]:
+def _task_env(task: TaskRun, node: dict[str, Any], template: JobTemplate, out: Path) -> dict[str, str]:
     from apps.accounts.services import create_token
 
     run = task.run
     env = {str(k): str(v) for k, v in (run.spec.get("env") or {}).items()}
     env.update({str(k): str(v) for k, v in (node.get("env") or {}).items()})
-    template = template_for(node)
     env = {**{str(k): str(v) for k, v in (template.env or {}).items()}, **env}
     inputs = {}
     for dep in node.get("depends_on", []):
@@ -438,7 +437,7 @@ def _submit(task: TaskRun, runtime, now) -> None:
     template = template_for(node)
     out = output_dir(task)
     out.mkdir(parents=True, exist_ok=True)
-    env = _task_env(task, node, out)
+    env = _task_env(task, node, template, out)
     res = node.get("resources", {})
     timeout = node.get("timeout") or template.timeout
     workload = Workload(

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+
+def heartbeat_cutoff():
+    """Agents whose last heartbeat is older than this are dead (PORTAL_AGENT_TIMEOUT)."""
+    return timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
 
 
 class Agent(models.Model):

@@ -10,17 +10,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from apps.jobs import orchestrator
 from apps.jobs.models import PipelineRun
-
-
-def database_url_of_test_db() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+from tests.conftest import database_url_of_test_db
 
 
 class AgentProcess:

@@ -12,22 +12,15 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from apps.accounts.models import ApiToken
 from apps.accounts.services import create_token
 from apps.accounts.tasks import purge_expired_tokens
+from tests.conftest import database_url_of_test_db
 from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.live, pytest.mark.smoke, pytest.mark.django_db(transaction=True)]
-
-
-def database_url_of_test_db() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
 @pytest.fixture

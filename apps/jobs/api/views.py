@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status
@@ -20,7 +20,7 @@ from apps.jobs.api.serializers import (
     TaskRunSerializer,
 )
 from apps.jobs.args import validate_args_schema, with_order
-from apps.jobs.models import TASK_FINISHED, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
 from apps.projects.permissions import CONTRIBUTE, VIEW
@@ -129,9 +129,7 @@ class PipelineRunViewSet(
     action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE}
 
     def get_queryset(self) -> QuerySet:
-        done = Count("tasks__node", filter=Q(tasks__status__in=TASK_FINISHED), distinct=True)
-        # Meta.ordering does not apply to aggregating queries: order explicitly for stable pages.
-        return super().get_queryset().annotate(done_count=done).order_by("-created_at", "-pk")
+        return super().get_queryset().with_progress()
 
     def perform_destroy(self, instance: PipelineRun) -> None:
         if not instance.is_finished:

@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -28,9 +27,7 @@ def run_list(request: HttpRequest, project: Project) -> HttpResponse:
             runs = runs.filter(status=form.cleaned_data["status"])
         if form.cleaned_data["pipeline"]:
             runs = runs.filter(pipeline_name__icontains=form.cleaned_data["pipeline"])
-    runs = runs.annotate(done=Count("tasks__node", filter=Q(tasks__status__in=TASK_FINISHED), distinct=True)).order_by(
-        "-created_at", "-pk"
-    )
+    runs = runs.with_progress()
     page = Paginator(runs, 25).get_page(request.GET.get("page"))
     return render(request, "jobs/run_list.html", {"project": project, "page": page, "form": form})
 

@@ -20,7 +20,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import IO
 
 import psutil
@@ -30,7 +29,7 @@ from django.utils import timezone
 
 from apps.runtime import hooks
 from apps.runtime.local.launch import ReplicaSpec, plan
-from apps.runtime.models import Agent, LocalWorkload
+from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
 from apps.runtime.workload import Phase, Workload
 
 log = logging.getLogger("portal.agent")
@@ -296,11 +295,10 @@ class LocalAgent:
     def adopt_orphans(self) -> None:
         """Workloads of dead agents on this host: their processes are killed and they are marked lost."""
         hostname = socket.gethostname()
-        stale = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
         orphans = LocalWorkload.objects.filter(
             state__in=[LocalWorkload.State.PENDING, LocalWorkload.State.RUNNING],
             agent__hostname=hostname,
-            agent__heartbeat_at__lt=stale,
+            agent__heartbeat_at__lt=heartbeat_cutoff(),
         ).exclude(agent=self.agent)
         for row in orphans:
             mark_lost(row)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -14,15 +12,14 @@ from django.utils import timezone
 from apps.runtime import hooks
 from apps.runtime.base import Runtime
 from apps.runtime.local.agent import mark_lost
-from apps.runtime.models import Agent, LocalWorkload
+from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
 from apps.runtime.workload import Capacity, Phase, Status, Workload
 
 ACTIVE = [LocalWorkload.State.PENDING, LocalWorkload.State.RUNNING]
 
 
 def live_agents():
-    cutoff = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
-    return Agent.objects.filter(heartbeat_at__gte=cutoff, stopped_at__isnull=True)
+    return Agent.objects.filter(heartbeat_at__gte=heartbeat_cutoff(), stopped_at__isnull=True)
 
 
 def wake_agents() -> None:
@@ -98,13 +95,11 @@ class LocalRuntime(Runtime):
 
     @staticmethod
     def _alive(agent: Agent) -> bool:
-        cutoff = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
-        return agent.stopped_at is None and agent.heartbeat_at >= cutoff
+        return agent.stopped_at is None and agent.heartbeat_at >= heartbeat_cutoff()
 
     def repair(self) -> int:
         """Mark workloads of dead agents lost (the reconcile loop calls this). Returns how many."""
-        cutoff = timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
         dead = LocalWorkload.objects.filter(state__in=ACTIVE, agent__isnull=False).filter(
-            Q(agent__heartbeat_at__lt=cutoff) | Q(agent__stopped_at__isnull=False)
+            Q(agent__heartbeat_at__lt=heartbeat_cutoff()) | Q(agent__stopped_at__isnull=False)
         )
         return sum(mark_lost(row) for row in dead.select_related("agent"))
