@@ -4,10 +4,12 @@ every list endpoint."""
 from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.urls import router as accounts_router
+from apps.datasets.api.urls import router as datasets_router
 from apps.jobs.api.urls import router as jobs_router
+from apps.models.api.urls import router as models_router
 from apps.projects.api.urls import router as projects_router
 
-APP_ROUTERS = [projects_router, jobs_router, accounts_router]
+APP_ROUTERS = [projects_router, jobs_router, datasets_router, models_router, accounts_router]
 
 router = DefaultRouter()
 for app_router in APP_ROUTERS:

@@ -55,6 +55,8 @@ INSTALLED_APPS = [
     "apps.projects",
     "apps.runtime",
     "apps.jobs",
+    "apps.datasets",
+    "apps.models",
 ]
 
 MIDDLEWARE = [
@@ -259,13 +261,22 @@ STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing root before the first collectstatic
 STATICFILES_DIRS = [BASE_DIR / "static"]
+MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
+MEDIA_URL = "/media/"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Dataset blobs (content-addressed) and tracking artifacts; see "Storage" in the README.
+    "datasets": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": MEDIA_ROOT / "datasets"},
+    },
+    "artifacts": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": MEDIA_ROOT / "artifacts"},
+    },
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True  # serve straight from static/ too, so a forgotten collectstatic never breaks a page
-MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
-MEDIA_URL = "/media/"
 
 LOGGING = {
     "version": 1,

@@ -16,6 +16,8 @@ api_patterns = [
 urlpatterns = [
     path("", include("apps.projects.urls")),
     path("", include("apps.jobs.urls")),
+    path("", include("apps.datasets.urls")),
+    path("", include("apps.models.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class DatasetsConfig(AppConfig):
+    name = "apps.datasets"
+    verbose_name = _("Datasets")

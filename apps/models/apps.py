@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class ModelsConfig(AppConfig):
+    name = "apps.models"
+    label = "models"
+    verbose_name = _("Experiments and models")

@@ -1,0 +1,3 @@
+app_name = "models"
+
+urlpatterns: list = []
