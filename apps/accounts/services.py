@@ -65,6 +65,23 @@ def create_token(
     return token, raw
 
 
+def new_task_token(user: Any, *, name: str, project: Any, days: int) -> tuple[ApiToken, str]:
+    """An unsaved project-scoped token for a task the portal starts on `user`'s behalf (the caller saves
+    it, often in bulk). No checks: the run was authorised when it started, and every request made with
+    the token is authorised again."""
+    raw = ApiToken.generate()
+    token = ApiToken(
+        user=user,
+        name=name,
+        project=project,
+        scope=ApiToken.Scope.WRITE,
+        prefix=raw[:12],
+        digest=hash_token(raw),
+        expires_at=timezone.now() + timedelta(days=days),
+    )
+    return token, raw
+
+
 def _broader_than(via: ApiToken, *, project: Any, scope: str, days: int | None) -> dict[str, list[str]]:
     """Field errors for each way a token created with `via` would reach further than `via` itself."""
     errors: dict[str, list[str]] = {}

@@ -143,8 +143,7 @@ class LogWriter:
         self._pending_chars = 0
         self._first_at: float | None = None
         self._closed = False
-        last = LogLine.objects.filter(task=task).aggregate(last=Max("seq"))["last"]
-        self._next_seq = (last or 0) + 1
+        self._next_seq: int | None = None  # read at the first flush: a task that prints nothing costs nothing
 
     def __enter__(self) -> LogWriter:
         return self
@@ -191,6 +190,9 @@ class LogWriter:
             if not batch:
                 return 0
             task = self.task
+            if self._next_seq is None:
+                last = LogLine.objects.filter(task_id=task.pk).aggregate(last=Max("seq"))["last"]
+                self._next_seq = (last or 0) + 1
             first_seq = self._next_seq
             with transaction.atomic():  # on failure the lines stay pending for the next flush
                 ids = insert_lines(task, first_seq, batch)

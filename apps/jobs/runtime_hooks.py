@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from django.utils import timezone
 
-from apps.jobs.models import LogLine, PipelineRun, ResourceSample, TaskRun, TaskStatus
+from apps.jobs.models import LogLine, ResourceSample, TaskRun, TaskStatus
 from apps.runtime.workload import Phase, Workload
 
 
@@ -33,10 +33,9 @@ class TaskSink:
     def flush_if_due(self) -> None:
         self.writer.flush_if_due()
 
-    def close(self, usage: dict[str, float]) -> None:
+    def close(self) -> None:
         self.writer.close()
         self._flush_samples()
-        TaskRun.objects.filter(pk=self.task.pk).update(usage=usage)
 
     def _flush_samples(self) -> None:
         if self.samples:
@@ -46,7 +45,13 @@ class TaskSink:
 
 class TaskListener:
     def sink(self, workload: Workload) -> TaskSink:
-        return TaskSink(TaskRun.objects.select_related("run").get(pk=int(workload.labels["task_run"])))
+        labels = workload.labels
+        if "node" in labels:  # all the log writer needs travels with the workload
+            task_id, run_id = int(labels["task_run"]), int(labels["run"])
+            task = TaskRun(pk=task_id, run_id=run_id, node=labels["node"], attempt=int(labels["attempt"]))
+        else:  # submitted by an older portal
+            task = TaskRun.objects.only("id", "run_id", "node", "attempt").get(pk=int(labels["task_run"]))
+        return TaskSink(task)
 
     def changed(self, workload: Workload, phase: Phase) -> None:
         from apps.jobs.tasks import advance_run
@@ -55,13 +60,10 @@ class TaskListener:
         if phase == Phase.RUNNING:
             # Starting changes nothing the orchestrator decides on: record it here and tell the run page,
             # instead of a full advance that would hold the run's lock while the next event arrives.
-            started = TaskRun.objects.filter(pk=int(workload.labels["task_run"]), status=TaskStatus.QUEUED)
+            task_id = int(workload.labels["task_run"])
+            started = TaskRun.objects.filter(pk=task_id, status=TaskStatus.QUEUED)
             if started.update(status=TaskStatus.RUNNING, started_at=timezone.now()):
-                from apps.jobs.orchestrator import publish_status
-
-                run = PipelineRun.objects.filter(pk=run_id).first()
-                if run is not None:
-                    publish_status(run)
+                _publish_started(run_id, task_id, workload.labels)
             return
         advance_run.delay(run_id)
 
@@ -70,3 +72,16 @@ class TaskListener:
         lines = LogLine.objects.filter(task_id=task_id, seq__gt=since).order_by("seq")
         for line in lines.iterator(chunk_size=2000):
             yield line.replica, line.seq, line.ts.isoformat(), line.stream, line.text
+
+
+def _publish_started(run_id: int, task_id: int, labels: dict[str, str]) -> None:
+    """One node's change for the run page (progress and run status are unchanged by a start)."""
+    from apps.jobs.orchestrator import publish_payload
+    from apps.jobs.runstate import node_status
+
+    if "node" in labels:
+        node, attempt = labels["node"], int(labels.get("attempt", 1))
+    else:  # submitted by an older portal: look it up
+        node, attempt = TaskRun.objects.values_list("node", "attempt").get(pk=task_id)
+    state = node_status(TaskRun(node=node, attempt=attempt, status=TaskStatus.RUNNING))
+    publish_payload(run_id, {"type": "run.status", "run": run_id, "nodes": {node: state}})

@@ -23,9 +23,17 @@ class Runtime(ABC):
     def submit(self, workload: Workload) -> str:
         """Start the workload; returns a handle. Submitting the same uid again returns the same handle."""
 
+    def submit_many(self, workloads: list[Workload]) -> list[str]:
+        """`submit` for several workloads (backends override it with one round trip); handles in order."""
+        return [self.submit(workload) for workload in workloads]
+
     @abstractmethod
     def poll(self, handle: str) -> Status:
         """The workload's phase, exit code and reason."""
+
+    def poll_many(self, handles: list[str]) -> dict[str, Status]:
+        """`poll` for several workloads at once (backends override it with one round trip)."""
+        return {handle: self.poll(handle) for handle in handles}
 
     @abstractmethod
     def cancel(self, handle: str) -> None:

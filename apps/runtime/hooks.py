@@ -2,7 +2,9 @@
 
 The app that submits workloads (jobs today; notebooks and serving later) registers a `Listener` for a
 label key it puts on its workloads, e.g. `{"task_run": "42"}`. The local agent streams each replica's
-lines and resource samples into the listener's sink and tells it when the workload changes phase.
+lines and resource samples into the listener's sink and tells it when the workload changes phase
+(in order, on one thread, so a slow listener never delays a process start or exit). The usage summary of
+a finished workload comes back with its status (`Status.usage`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ class Sink(Protocol):
 
     def flush_if_due(self) -> None: ...
 
-    def close(self, usage: dict[str, float]) -> None: ...
+    def close(self) -> None: ...
 
 
 class Listener(Protocol):
@@ -58,5 +60,5 @@ class DiscardSink:
     def flush_if_due(self) -> None:
         pass
 
-    def close(self, usage: dict[str, float]) -> None:
+    def close(self) -> None:
         pass

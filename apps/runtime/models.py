@@ -48,6 +48,7 @@ class LocalWorkload(models.Model):
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
     agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="workloads")
     pids = models.JSONField(default=dict, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)

@@ -113,6 +113,7 @@ class Status:
     exit_code: int | None = None
     reason: str = ""
     replicas: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)  # cpu_seconds, peak_rss_bytes, wall_seconds
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,19 @@
   document.addEventListener("portal:run-status", function (event) {
     const data = event.detail;
     if (String(data.run) !== root.dataset.run) return;
-    const runStatus = document.getElementById("run-status");
-    runStatus.replaceChildren(badge(data.status));
-    document.getElementById("run-reason").textContent = data.reason || "";
-    const bar = document.getElementById("run-progress");
-    bar.setAttribute("aria-valuenow", data.done);
-    const fill = bar.querySelector(".progress-bar");
-    fill.style.width = (data.total ? Math.round((100 * data.done) / data.total) : 100) + "%";
-    fill.textContent = data.done + "/" + data.total;
-    Object.entries(data.nodes).forEach(function ([name, node]) {
+    // A message may carry only the nodes that changed (and no run status or progress when those did not).
+    if (data.status) {
+      document.getElementById("run-status").replaceChildren(badge(data.status));
+      document.getElementById("run-reason").textContent = data.reason || "";
+    }
+    if (typeof data.done === "number") {
+      const bar = document.getElementById("run-progress");
+      bar.setAttribute("aria-valuenow", data.done);
+      const fill = bar.querySelector(".progress-bar");
+      fill.style.width = (data.total ? Math.round((100 * data.done) / data.total) : 100) + "%";
+      fill.textContent = data.done + "/" + data.total;
+    }
+    Object.entries(data.nodes || {}).forEach(function ([name, node]) {
       document.querySelectorAll('.dag-node[data-node="' + CSS.escape(name) + '"] rect').forEach(function (rect) {
         rect.setAttribute("class", "node-box status-" + node.status);
       });

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import select
 import shutil
 import signal
@@ -24,7 +25,7 @@ from typing import IO
 
 import psutil
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from apps.runtime import hooks
@@ -108,7 +109,7 @@ class Supervisor:
         self.lock = threading.Lock()
 
     def run(self) -> None:
-        close_old_connections()  # a connection left broken by an earlier workload is replaced
+        _replace_broken_connection()
         try:
             self._run()
         except Exception:  # a crash here must still end the workload, never leave it running
@@ -207,8 +208,8 @@ class Supervisor:
         elapsed = (timezone.now() - started).total_seconds()
         usage = {"cpu_seconds": round(cpu_seconds, 3), "peak_rss_bytes": peak_rss, "wall_seconds": round(elapsed, 3)}
         with self.lock:
-            self.sink.close(usage)
-        self._finish(state, exit_code, reason)
+            self.sink.close()
+        self._finish(state, exit_code, reason, usage)
 
     def _spawn(self, spec: ReplicaSpec) -> subprocess.Popen:
         return subprocess.Popen(
@@ -229,19 +230,14 @@ class Supervisor:
                 self.sink.write(replica, stream_name, text)
         stream.close()
 
-    def _finish(self, state: str, exit_code: int | None, reason: str) -> None:
+    def _finish(self, state: str, exit_code: int | None, reason: str, usage: dict | None = None) -> None:
         LocalWorkload.objects.filter(pk=self.item.row_id).update(
-            state=state, exit_code=exit_code, reason=reason[:2000], finished_at=timezone.now()
+            state=state, exit_code=exit_code, reason=reason[:2000], finished_at=timezone.now(), usage=usage or {}
         )
         self._changed(Phase(state))
 
     def _changed(self, phase: Phase) -> None:
-        listener = hooks.listener_for(self.item.workload)
-        if listener is not None:
-            try:
-                listener.changed(self.item.workload, phase)
-            except Exception:
-                log.exception("notifying about %s failed", self.item.workload.uid)
+        self.agent.notify(self.item.workload, phase)
 
 
 class LocalAgent:
@@ -253,6 +249,10 @@ class LocalAgent:
         self.pool = ThreadPoolExecutor(max_workers=max_workloads, thread_name_prefix="supervise")
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        # Listeners hear of changes on one thread, in order: a start notice can never overtake the exit.
+        self.notices: queue.SimpleQueue[tuple[Workload, Phase] | None] = queue.SimpleQueue()
+        self.notifier = threading.Thread(target=self._deliver_notices, name="notify", daemon=True)
+        self.notifier.start()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.capacity = detect_capacity()
@@ -262,6 +262,21 @@ class LocalAgent:
             address="{}:{}".format(*self.sock.getsockname()),
             capacity=self.capacity,
         )
+
+    def notify(self, workload: Workload, phase: Phase) -> None:
+        self.notices.put((workload, phase))
+
+    def _deliver_notices(self) -> None:
+        while (notice := self.notices.get()) is not None:
+            workload, phase = notice
+            listener = hooks.listener_for(workload)
+            if listener is None:
+                continue
+            _replace_broken_connection()
+            try:
+                listener.changed(workload, phase)
+            except Exception:
+                log.exception("notifying about %s failed", workload.uid)
 
     def forget(self, item: Supervised) -> None:
         with self.lock:
@@ -340,9 +355,20 @@ class LocalAgent:
                 if not self.running:
                     break
             time.sleep(0.1)
+        self.notices.put(None)  # deliver what the stopped workloads reported, then end
+        self.notifier.join(timeout=10)
         Agent.objects.filter(pk=self.agent.pk).update(stopped_at=timezone.now())
         self.pool.shutdown(wait=False)
         self.sock.close()
+
+
+def _replace_broken_connection() -> None:
+    """Drop this thread's connection if it failed or outlived its age (a cheap check, without the
+    round trip of a health check)."""
+    if connection.connection is not None and (
+        connection.errors_occurred or (connection.close_at is not None and time.monotonic() >= connection.close_at)
+    ):
+        connection.close()
 
 
 def mark_lost(row: LocalWorkload, reason: str = "agent lost") -> bool:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -22,9 +23,17 @@ def live_agents():
     return Agent.objects.filter(heartbeat_at__gte=heartbeat_cutoff(), stopped_at__isnull=True)
 
 
+_addresses: tuple[float, list[str]] = (0.0, [])
+ADDRESS_TTL = 0.25  # seconds: a busy dispatcher looks agents up a few times a second, not per task
+
+
 def wake_agents() -> None:
     """Nudge every live agent (best effort: agents also look for work once a second)."""
-    for address in live_agents().values_list("address", flat=True):
+    global _addresses
+    now = time.monotonic()
+    if now - _addresses[0] > ADDRESS_TTL:
+        _addresses = (now, list(live_agents().values_list("address", flat=True)))
+    for address in _addresses[1]:
         host, _sep, port = address.rpartition(":")
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -37,22 +46,33 @@ class LocalRuntime(Runtime):
     name = "local"
 
     def submit(self, workload: Workload) -> str:
-        try:
-            with transaction.atomic():
-                LocalWorkload.objects.create(uid=workload.uid, spec=workload.as_dict())
-        except IntegrityError:
-            pass  # submitted before: the same uid is the same workload (idempotent)
+        return self.submit_many([workload])[0]
+
+    def submit_many(self, workloads: list[Workload]) -> list[str]:
+        # A uid submitted before is the same workload (idempotent): the conflict is ignored.
+        rows = [LocalWorkload(uid=w.uid, spec=w.as_dict()) for w in workloads]
+        LocalWorkload.objects.bulk_create(rows, ignore_conflicts=True)
         transaction.on_commit(wake_agents)  # an agent woken before the commit would find nothing
-        return workload.uid
+        return [w.uid for w in workloads]
 
     def poll(self, handle: str) -> Status:
-        row = LocalWorkload.objects.select_related("agent").filter(uid=handle).first()
-        if row is None:
-            return Status(Phase.LOST, reason="the runtime has no record of this workload")
-        if row.state in ACTIVE and row.agent is not None and not self._alive(row.agent):
-            mark_lost(row)
-            row.refresh_from_db()
-        return Status(Phase(row.state), exit_code=row.exit_code, reason=row.reason)
+        return self.poll_many([handle])[handle]
+
+    def poll_many(self, handles: list[str]) -> dict[str, Status]:
+        rows = {
+            row.uid: row for row in LocalWorkload.objects.select_related("agent").defer("spec").filter(uid__in=handles)
+        }
+        statuses = {}
+        for handle in handles:
+            row = rows.get(handle)
+            if row is None:
+                statuses[handle] = Status(Phase.LOST, reason="the runtime has no record of this workload")
+                continue
+            if row.state in ACTIVE and row.agent is not None and not self._alive(row.agent):
+                mark_lost(row)
+                row.refresh_from_db()
+            statuses[handle] = Status(Phase(row.state), exit_code=row.exit_code, reason=row.reason, usage=row.usage)
+        return statuses
 
     def cancel(self, handle: str) -> None:
         unclaimed = LocalWorkload.objects.filter(uid=handle, state=LocalWorkload.State.PENDING, agent__isnull=True)

@@ -1,0 +1,248 @@
+"""The queue: hands waiting tasks to the runtime in priority order while quotas, capacity and pipeline
+parallelism allow, and tells the ones that wait why ("waiting for 2 GPUs — quota 4/4 in use").
+
+One dispatcher at a time (a row lock), in its own transaction after an advance: it updates tasks of every
+run, so holding a run's lock while taking the dispatch lock could deadlock with another run's advance.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.jobs.args import to_cli_args
+from apps.jobs.models import TASK_ACTIVE, JobTemplate, RunStatus, TaskRun, TaskStatus
+from apps.jobs.runstate import plan_of
+from apps.runtime.base import get_runtime
+from apps.runtime.workload import Capacity, Resources, Workload
+
+# Tokens of task attempts: long enough for any task, revoked the moment the attempt ends.
+TASK_TOKEN_DAYS = 7
+
+
+def env_name(node: str) -> str:
+    return "PORTAL_INPUT_" + node.upper().replace("-", "_")
+
+
+def output_dir(task: TaskRun) -> Path:
+    run = task.run
+    return (
+        Path(settings.PORTAL_WORK_DIR) / run.project.slug / f"run-{run.number}" / task.node / f"attempt-{task.attempt}"
+    )
+
+
+def _fmt_cpu(v: float) -> str:
+    return f"{v:g} CPU core" + ("" if v == 1 else "s")
+
+
+def _fmt_gpu(v: float) -> str:
+    return f"{v:g} GPU" + ("" if v == 1 else "s")
+
+
+def _fmt_mem(v: float) -> str:
+    return f"{v / 2**30:.1f} GiB"
+
+
+def _need(resources: dict[str, Any] | None) -> tuple[float, float, float]:
+    res = resources or {}
+    return float(res.get("cpu") or 0), float(res.get("memory") or 0), float(res.get("gpu") or 0)
+
+
+def dispatch() -> dict[int, dict[str, TaskRun]]:
+    """Submit waiting tasks that fit; tell the others why they wait.
+
+    Returns the tasks whose state changed (queued, or a new waiting reason), by run id and node.
+    """
+    changed: dict[int, dict[str, TaskRun]] = defaultdict(dict)
+    with transaction.atomic():
+        from apps.runtime.models import DispatchLock
+
+        DispatchLock.objects.select_for_update().get_or_create(pk=1)
+        now = timezone.now()
+        waiting = list(
+            TaskRun.objects.filter(status=TaskStatus.WAITING, run__status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+            .select_related("run", "run__project", "run__project__quota", "run__created_by")
+            .defer("run__spec")  # the plan cache has it
+            .order_by("-run__priority", "created_at", "pk")
+        )
+        if not waiting:
+            return {}
+        runtime = get_runtime()
+        capacity = runtime.capacity()
+        active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
+        per_project: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+        per_run: dict[int, int] = defaultdict(int)
+        for row in active:
+            used = per_project[row["run__project_id"]]
+            for i, value in enumerate(_need(row["resources"])):
+                used[i] += value
+            used[3] += 1
+            per_run[row["run_id"]] += 1
+        free = [capacity.cpu, capacity.memory_bytes, capacity.gpu] if capacity else None
+        chosen: list[TaskRun] = []
+        for task in waiting:
+            if task.not_before and task.not_before > now:
+                continue
+            reason = _why_wait(task, per_project, per_run, free, capacity)
+            if reason:
+                if task.waiting_reason != reason:
+                    task.waiting_reason = reason
+                    task.save(update_fields=["waiting_reason"])
+                    changed[task.run_id][task.node] = task
+                continue
+            chosen.append(task)
+            changed[task.run_id][task.node] = task
+            need = _need(task.resources)
+            used = per_project[task.run.project_id]
+            for i in range(3):
+                used[i] += need[i]
+                if free is not None:
+                    free[i] -= need[i]
+            used[3] += 1
+            per_run[task.run_id] += 1
+        if chosen:
+            _submit(chosen, runtime, now)
+    return changed
+
+
+def _why_wait(task: TaskRun, per_project, per_run, free, capacity: Capacity | None) -> str:
+    run = task.run
+    parallelism = plan_of(run).parallelism
+    if parallelism and per_run[run.pk] >= parallelism:
+        return f"waiting for a slot — pipeline parallelism {per_run[run.pk]}/{parallelism} in use"
+    cpu, mem, gpu = _need(task.resources)
+    quota = getattr(run.project, "quota", None)
+    used = per_project[run.project_id]
+    if quota is not None:
+        if quota.concurrent_runs is not None and used[3] + 1 > quota.concurrent_runs:
+            return f"waiting for a slot — quota {used[3]:g}/{quota.concurrent_runs} concurrent tasks in use"
+        if quota.gpus is not None and gpu and used[2] + gpu > float(quota.gpus):
+            return f"waiting for {_fmt_gpu(gpu)} — quota {used[2]:g}/{float(quota.gpus):g} in use"
+        if quota.cpu_cores is not None and cpu and used[0] + cpu > float(quota.cpu_cores):
+            return f"waiting for {_fmt_cpu(cpu)} — quota {used[0]:g}/{float(quota.cpu_cores):g} in use"
+        if quota.memory_bytes is not None and mem and used[1] + mem > quota.memory_bytes:
+            in_use = f"{_fmt_mem(used[1])}/{_fmt_mem(quota.memory_bytes)}"
+            return f"waiting for {_fmt_mem(mem)} of memory — quota {in_use} in use"
+    if capacity is None:
+        return "waiting for the runtime — no agent is running (start it with `manage.py runagent`)"
+    if gpu and free[2] < gpu:
+        return f"waiting for {_fmt_gpu(gpu)} — {max(free[2], 0):g} of {capacity.total_gpu:g} free on this machine"
+    if cpu and free[0] < cpu - 1e-9:
+        return f"waiting for {_fmt_cpu(cpu)} — {max(free[0], 0):g} of {capacity.total_cpu:g} free on this machine"
+    if mem and free[1] < mem:
+        return f"waiting for {_fmt_mem(mem)} of memory — {_fmt_mem(max(free[1], 0))} free on this machine"
+    return ""
+
+
+def _upstream_outputs(tasks: list[TaskRun]) -> dict[tuple[int, str], str]:
+    """(run id, node) → output directory of the newest attempt, for every upstream of `tasks`."""
+    wanted = Q()
+    for task in tasks:
+        deps = plan_of(task.run).nodes[task.node].get("depends_on", [])
+        if deps:
+            wanted |= Q(run_id=task.run_id, node__in=deps)
+    if not wanted:
+        return {}
+    rows = TaskRun.objects.filter(wanted).order_by("attempt").values_list("run_id", "node", "output_dir")
+    return {(run_id, node): out for run_id, node, out in rows}  # the last attempt wins
+
+
+def _task_env(
+    task: TaskRun, node: dict[str, Any], template: JobTemplate, out: Path, outputs: dict[tuple[int, str], str]
+) -> dict[str, str]:
+    from apps.accounts.services import new_task_token
+
+    run = task.run
+    env = {str(k): str(v) for k, v in plan_of(run).env.items()}
+    env.update({str(k): str(v) for k, v in (node.get("env") or {}).items()})
+    env = {**{str(k): str(v) for k, v in (template.env or {}).items()}, **env}
+    inputs = {env_name(dep): outputs[(run.pk, dep)] for dep in node.get("depends_on", []) if outputs.get((run.pk, dep))}
+    owner = run.created_by or run.project.created_by
+    token_env = {}
+    if owner is not None:
+        # Limited to the project; saved with the others of this dispatch; revoked when the attempt ends.
+        task.api_token, raw = new_task_token(
+            owner, name=f"run {run.pk} task {task.node}#{task.attempt}", project=run.project, days=TASK_TOKEN_DAYS
+        )
+        token_env = {"PORTAL_API_TOKEN": raw}
+    return {
+        **env,
+        **inputs,
+        **token_env,
+        "PORTAL_PROJECT": run.project.slug,
+        "PORTAL_PIPELINE": run.pipeline_name,
+        "PORTAL_RUN_ID": str(run.pk),
+        "PORTAL_TASK": task.node,
+        "PORTAL_TASK_ATTEMPT": str(task.attempt),
+        "PORTAL_OUTPUT_DIR": str(out),
+        "PORTAL_API_URL": settings.SITE_URL.rstrip("/") + "/api/v1/",
+        "PYTHONPATH": str(settings.BASE_DIR),
+    }
+
+
+def _workload(task: TaskRun, outputs: dict[tuple[int, str], str], templates: dict[int, JobTemplate]) -> Workload:
+    run = task.run
+    node = plan_of(run).nodes[task.node]
+    template = templates[node["template_id"]]
+    out = output_dir(task)
+    out.mkdir(parents=True, exist_ok=True)
+    task.output_dir = str(out)
+    res = node.get("resources", {})
+    timeout = node.get("timeout") or template.timeout
+    return Workload(
+        uid=f"task-{task.pk}",
+        name=f"{run.project.slug}-{run.pipeline_name}-{run.number}-{task.node}-{task.attempt}",
+        project=run.project.slug,
+        command=[*template.command, *to_cli_args(template.args_schema, node.get("args", {}))],
+        kind=template.kind,
+        framework=template.framework,
+        image=template.image,
+        env=_task_env(task, node, template, out, outputs),
+        workdir=str(out),
+        replicas={k: int(v) for k, v in (template.replicas or {}).items()},
+        resources=Resources(
+            cpu=float(res.get("cpu") or 0), memory_bytes=res.get("memory"), gpu=float(res.get("gpu") or 0)
+        ),
+        timeout=int(timeout) if timeout else None,
+        labels={
+            "task_run": str(task.pk),
+            "run": str(run.pk),
+            "project": run.project.slug,
+            "node": task.node,
+            "attempt": str(task.attempt),
+        },
+    )
+
+
+def _submit(tasks: list[TaskRun], runtime, now) -> None:
+    """Hand `tasks` to the runtime: a handful of statements however many there are (a fan-out of 200
+    nodes becomes ready at once)."""
+    from apps.accounts.models import ApiToken
+
+    template_ids = {plan_of(t.run).nodes[t.node]["template_id"] for t in tasks}
+    templates = JobTemplate.objects.in_bulk(template_ids)
+    outputs = _upstream_outputs(tasks)
+    workloads = [_workload(task, outputs, templates) for task in tasks]
+    ApiToken.objects.bulk_create([t.api_token for t in tasks if t.api_token is not None])
+    for task in tasks:
+        if task.api_token is not None:
+            task.api_token_id = task.api_token.pk
+    handles = runtime.submit_many(workloads)
+    for task, handle in zip(tasks, handles, strict=True):
+        task.handle, task.runtime = handle, runtime.name
+        task.status, task.queued_at, task.waiting_reason = TaskStatus.QUEUED, now, ""
+    fields = ["handle", "runtime", "status", "queued_at", "waiting_reason", "output_dir", "api_token"]
+    TaskRun.objects.bulk_update(tasks, fields)
+
+
+def revoke_task_token(task: TaskRun) -> None:
+    from apps.accounts.models import ApiToken
+
+    if task.api_token_id:
+        ApiToken.objects.filter(pk=task.api_token_id, revoked_at__isnull=True).update(revoked_at=timezone.now())

@@ -1,0 +1,109 @@
+"""What the orchestrator reads about a run on every event, kept cheap enough to do per task.
+
+- `plan_of(run)`: the run's frozen spec, parsed once per process. A run's spec never changes after it
+  starts, so the graph (nodes by name, topological order, downstream edges) is cached, keyed by the run's
+  id *and* creation time (ids are reused by a flushed test database or a restored backup).
+- `node_states(run_id)`: the newest attempt of each node as narrow rows (id, node, attempt, status and the
+  two reasons): JSON and timestamp columns of every attempt are what made each event O(nodes) in Python.
+- `status_payload(...)`: the run page's status message; events send only the nodes that changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from apps.jobs.dag import topological_order
+from apps.jobs.models import TASK_FINISHED, PipelineRun, TaskRun
+
+STATE_FIELDS = ("id", "run_id", "node", "attempt", "status", "reason", "waiting_reason")
+_PLAN_CACHE_SIZE = 512
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    nodes: dict[str, dict[str, Any]]
+    order: tuple[str, ...]  # topological: upstreams first
+    downstream: dict[str, tuple[str, ...]]
+    parallelism: int
+    fail_fast: bool
+    env: dict[str, Any]
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> RunPlan:
+        nodes = {n["name"]: n for n in spec.get("nodes", [])}
+        graph = {name: list(node.get("depends_on", [])) for name, node in nodes.items()}
+        downstream: dict[str, list[str]] = {name: [] for name in nodes}
+        for name, deps in graph.items():
+            for dep in deps:
+                downstream.setdefault(dep, []).append(name)
+        return cls(
+            nodes=nodes,
+            order=tuple(topological_order(graph)),
+            downstream={k: tuple(v) for k, v in downstream.items()},
+            parallelism=int(spec.get("parallelism") or 0),
+            fail_fast=spec.get("failure_policy", "fail_fast") == "fail_fast",
+            env=dict(spec.get("env") or {}),
+        )
+
+
+_plans: OrderedDict[tuple[int, str], RunPlan] = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def plan_of(run: PipelineRun) -> RunPlan:
+    """The parsed frozen spec of `run` (which may have been loaded with `spec` deferred)."""
+    key = (run.pk, run.created_at.isoformat())
+    with _plans_lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+            return plan
+    if "spec" in run.get_deferred_fields():
+        spec = PipelineRun.objects.values_list("spec", flat=True).get(pk=run.pk)
+    else:
+        spec = run.spec
+    plan = RunPlan.from_spec(spec)
+    with _plans_lock:
+        _plans[key] = plan
+        while len(_plans) > _PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return plan
+
+
+def node_states(run_id: int) -> dict[str, TaskRun]:
+    """The newest attempt of each node, with only the fields the orchestrator decides on."""
+    latest: dict[str, TaskRun] = {}
+    for task in TaskRun.objects.filter(run_id=run_id).only(*STATE_FIELDS).order_by("node", "attempt"):
+        latest[task.node] = task
+    return latest
+
+
+def node_status(task: TaskRun | None) -> dict[str, Any]:
+    if task is None:
+        return {"status": "pending", "attempt": 0, "waiting_reason": "", "reason": ""}
+    return {
+        "status": task.status,
+        "attempt": task.attempt,
+        "waiting_reason": task.waiting_reason,
+        "reason": task.reason,
+    }
+
+
+def status_payload(
+    run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], only: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The run's status message: run status, progress and the nodes in `only` (default: all of them)."""
+    names = plan.order if only is None else [name for name in plan.order if name in set(only)]
+    return {
+        "type": "run.status",
+        "run": run.pk,
+        "status": run.status,
+        "reason": run.reason,
+        "done": sum(1 for t in tasks.values() if t.status in TASK_FINISHED),
+        "total": len(plan.nodes),
+        "nodes": {name: node_status(tasks.get(name)) for name in names},
+    }
