@@ -262,8 +262,15 @@ class LogLine(models.Model):
     `seq` numbers a task attempt's lines from 1 without gaps; the primary key orders a whole run's lines
     as they were stored (the websocket resumes from it)."""
 
-    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="log_lines")
-    task = models.ForeignKey(TaskRun, on_delete=models.CASCADE, related_name="log_lines")
+    # No foreign-key constraints or single-column indexes: checking both keys of every line at commit cost
+    # more than storing it, and (run, id) / (task, seq) already serve every lookup. Lines go away with their
+    # run or task through Django's cascade, and only the log writer adds them, for tasks it was given.
+    run = models.ForeignKey(
+        PipelineRun, on_delete=models.CASCADE, related_name="log_lines", db_constraint=False, db_index=False
+    )
+    task = models.ForeignKey(
+        TaskRun, on_delete=models.CASCADE, related_name="log_lines", db_constraint=False, db_index=False
+    )
     node = models.CharField(max_length=100)
     attempt = models.PositiveSmallIntegerField()
     replica = models.CharField(max_length=50, default="0")

@@ -20,8 +20,8 @@ class TaskSink:
         self.writer = LogWriter(task)
         self.samples: list[ResourceSample] = []
 
-    def write(self, replica: str, stream: str, text: str) -> None:
-        self.writer.write(replica, stream, text)
+    def write_many(self, replica: str, stream: str, texts: list[str]) -> None:
+        self.writer.write_many(replica, stream, texts)
 
     def sample(self, cpu_percent: float, rss_bytes: int) -> None:
         self.samples.append(

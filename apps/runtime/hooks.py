@@ -16,7 +16,7 @@ from apps.runtime.workload import Phase, Workload
 
 
 class Sink(Protocol):
-    def write(self, replica: str, stream: str, text: str) -> None: ...
+    def write_many(self, replica: str, stream: str, texts: list[str]) -> None: ...
 
     def sample(self, cpu_percent: float, rss_bytes: int) -> None: ...
 
@@ -51,7 +51,7 @@ def listener_for(workload: Workload) -> Listener | None:
 class DiscardSink:
     """For workloads nobody listens to: output is dropped (and said so once)."""
 
-    def write(self, replica: str, stream: str, text: str) -> None:
+    def write_many(self, replica: str, stream: str, texts: list[str]) -> None:
         pass
 
     def sample(self, cpu_percent: float, rss_bytes: int) -> None:

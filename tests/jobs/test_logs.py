@@ -49,16 +49,26 @@ def write_lines(writer: LogWriter, texts: list[str], replica: str = "0", stream:
 # --- writer -------------------------------------------------------------------------------------
 
 
-def test_it_flushes_when_500_lines_are_pending(task, published):
+def test_it_flushes_when_max_lines_are_pending(task, published):
     writer = LogWriter(task)
     writer.max_delay = 60
-    write_lines(writer, [f"line {i}" for i in range(499)])
+    write_lines(writer, [f"line {i}" for i in range(writer.max_lines - 1)])
     assert stored(task) == []
-    writer.write("0", "stdout", "line 499")
-    assert len(stored(task)) == 500
+    writer.write("0", "stdout", f"line {writer.max_lines - 1}")
+    assert len(stored(task)) == writer.max_lines
     assert writer.pending == 0
     assert len(published) == 1
-    assert len(published[0][1]) == 500
+    assert len(published[0][1]) == writer.max_lines
+
+
+def test_lines_read_together_share_their_timestamp_and_are_numbered_in_order(task, published):
+    writer = LogWriter(task)
+    writer.write_many("0", "stdout", ["a\tb", "back\\slash", "ünïcode", b"bytes\r\n"])
+    writer.close()
+    rows = stored(task)
+    assert [r.text for r in rows] == ["a\tb", "back\\slash", "ünïcode", "bytes"]
+    assert [r.seq for r in rows] == [1, 2, 3, 4]
+    assert len({r.ts for r in rows}) == 1
 
 
 def test_it_flushes_once_the_first_pending_line_is_100_ms_old(task, published):

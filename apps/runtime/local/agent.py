@@ -38,6 +38,8 @@ log = logging.getLogger("portal.agent")
 HEARTBEAT_SECONDS = 2.0
 SAMPLE_SECONDS = 1.0
 KILL_GRACE_SECONDS = 5.0
+READ_BYTES = 1 << 18
+MAX_PIECE_BYTES = 1 << 16
 
 
 def detect_capacity() -> dict:
@@ -223,11 +225,23 @@ class Supervisor:
         )
 
     def _pump(self, replica: str, stream_name: str, stream: IO[bytes]) -> None:
-        # Bounded reads: one endless line must not grow the agent's memory (the store caps lines too).
-        for raw in iter(lambda: stream.readline(1 << 16), b""):
-            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        """Read what the replica printed in chunks (whatever the pipe holds, up to 256 KiB) and hand the
+        complete lines of each chunk to the sink at once: per-line reads and calls cost more than storing.
+        A line longer than 64 KiB is cut into pieces, so one endless line cannot grow the agent's memory."""
+        fd = stream.fileno()
+        tail = b""
+        while chunk := os.read(fd, READ_BYTES):
+            *lines, tail = (tail + chunk).split(b"\n")
+            while len(tail) > MAX_PIECE_BYTES:
+                lines.append(tail[:MAX_PIECE_BYTES])
+                tail = tail[MAX_PIECE_BYTES:]
+            if lines:
+                texts = [line.decode("utf-8", errors="replace").rstrip("\r") for line in lines]
+                with self.lock:
+                    self.sink.write_many(replica, stream_name, texts)
+        if tail:
             with self.lock:
-                self.sink.write(replica, stream_name, text)
+                self.sink.write_many(replica, stream_name, [tail.decode("utf-8", errors="replace").rstrip("\r")])
         stream.close()
 
     def _finish(self, state: str, exit_code: int | None, reason: str, usage: dict | None = None) -> None:
