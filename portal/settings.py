@@ -276,6 +276,23 @@ STORAGES = {
     },
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# Dataset blobs on S3-compatible storage (django-storages): PORTAL_STORAGE=s3 with AWS_STORAGE_BUCKET_NAME and
+# credentials; AWS_S3_ENDPOINT_URL for MinIO/Ceph/moto. The filesystem under MEDIA_ROOT stays the default.
+if envstr("PORTAL_STORAGE", "filesystem") == "s3":
+    if not envstr("AWS_STORAGE_BUCKET_NAME"):
+        raise ImproperlyConfigured("PORTAL_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME.")
+    STORAGES["datasets"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": envstr("AWS_STORAGE_BUCKET_NAME"),
+            "endpoint_url": envstr("AWS_S3_ENDPOINT_URL") or None,
+            "region_name": envstr("AWS_S3_REGION_NAME") or None,
+            "access_key": envsecret("AWS_ACCESS_KEY_ID") or None,
+            "secret_key": envsecret("AWS_SECRET_ACCESS_KEY") or None,
+            "location": envstr("AWS_LOCATION", "datasets"),
+            "max_memory_size": 8 * 2**20,  # S3File spools to disk past this, never holds a blob in memory
+        },
+    }
 WHITENOISE_USE_FINDERS = True  # serve straight from static/ too, so a forgotten collectstatic never breaks a page
 
 LOGGING = {

@@ -11,8 +11,10 @@ from typing import Any
 
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.services import create_token, notify
+from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.models import Membership, Project, Quota, Role
+from tests import factories as dataset_factories
 from tests.factories import UserFactory, add_member, pipeline, python_template
 
 
@@ -38,6 +40,16 @@ PROJECT_OBJECT_MAKERS: dict[type, Callable[[Project, Any], Any]] = {
         pipeline=pipeline(project, owner, [{"name": "a", "args": {"code": "pass"}}], name="p2"),
         cron="0 3 * * *",
     ),
+    Dataset: lambda project, owner: dataset_factories.dataset(project, owner, name=f"ds-{Dataset.objects.count()}"),
+    DatasetVersion: lambda project, owner: dataset_factories.dataset_version(
+        dataset_factories.dataset(project, owner, name=f"dv-{Dataset.objects.count()}")
+    ),
+    UploadSession: lambda project, owner: dataset_factories.upload_session(
+        dataset_factories.dataset(project, owner, name=f"du-{Dataset.objects.count()}")
+    ),
+    UploadFile: lambda project, owner: dataset_factories.upload_session(
+        dataset_factories.dataset(project, owner, name=f"df-{Dataset.objects.count()}")
+    ).files.create(path="a.txt", size=3),
 }
 
 # model -> make(user) -> an instance that belongs to `user` only (personal objects)

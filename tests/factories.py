@@ -88,3 +88,35 @@ def pipeline(project, owner, nodes: list[dict], name: str = "pipe", **spec):
     for node in nodes:
         node.setdefault("template", "py")
     return save_pipeline(project, owner, name=name, spec={"nodes": nodes, **spec})
+
+
+# --- datasets ---------------------------------------------------------------------------------
+
+
+def dataset(project, owner=None, name: str = "iris", **fields):
+    """A dataset created through the service."""
+    from apps.datasets.services import create_dataset
+
+    return create_dataset(project, owner, name=name, **fields)
+
+
+def dataset_version(ds, files: dict[str, bytes] | None = None, *, user=None, message: str = "", task_run=None):
+    """A committed version of `ds` holding `files` ({path: content}); blobs go to the datasets storage."""
+    import tempfile
+    from pathlib import Path
+
+    from apps.datasets.services import version_from_directory
+
+    files = {"data.csv": b"a,b\n1,x\n2,y\n"} if files is None else files
+    with tempfile.TemporaryDirectory() as tmp:
+        for path, content in files.items():
+            target = Path(tmp) / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        return version_from_directory(ds, Path(tmp), user=user, message=message, task_run=task_run)
+
+
+def upload_session(ds, owner=None, **kwargs):
+    from apps.datasets.uploads import start_upload
+
+    return start_upload(ds, owner, **kwargs)

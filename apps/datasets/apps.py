@@ -1,7 +1,17 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 
 class DatasetsConfig(AppConfig):
     name = "apps.datasets"
     verbose_name = _("Datasets")
+
+    def ready(self) -> None:
+        # The hourly sweep of stale uploads and unused blobs joins beat's schedule here, beside the app it
+        # belongs to (settings keep the portal-wide entries).
+        schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
+        if isinstance(schedule, dict):
+            schedule.setdefault(
+                "datasets-cleanup-uploads", {"task": "apps.datasets.tasks.cleanup_uploads", "schedule": 3600.0}
+            )

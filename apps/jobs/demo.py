@@ -21,7 +21,7 @@ IRIS_SPEC: dict[str, Any] = {
     "failure_policy": "fail_fast",
     "env": {"DEMO": "iris"},
     "nodes": [
-        {"name": "load", "template": "iris-load"},
+        {"name": "load", "template": "dataset-load", "args": {"dataset": "iris@latest"}},
         {"name": "split", "template": "data-split", "depends_on": ["load"], "args": {"test_size": 0.3, "seed": 7}},
         {
             "name": "train",
@@ -41,8 +41,11 @@ IRIS_SPEC: dict[str, Any] = {
 
 
 def populate(project: Project, user: Any) -> Pipeline:
-    """Idempotently: built-in templates, and the iris pipeline in the demo project."""
+    """Idempotently: built-in templates, the iris dataset it reads, and the iris pipeline in the demo project."""
+    from apps.datasets import demo as datasets_demo
+
     load_builtin_templates()
+    datasets_demo.populate(project, user)
     existing = Pipeline.objects.filter(project=project, name="iris").first()
     if existing is not None:
         return existing
@@ -50,7 +53,7 @@ def populate(project: Project, user: Any) -> Pipeline:
         project,
         user,
         name="iris",
-        description="Load the iris data, split it, train a classifier and evaluate it.",
+        description="Load the newest iris dataset version, split it, train a classifier and evaluate it.",
         spec=IRIS_SPEC,
     )
 

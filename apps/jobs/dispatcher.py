@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from apps.jobs.args import to_cli_args
 from apps.jobs.models import TASK_ACTIVE, JobTemplate, RunStatus, TaskRun, TaskStatus
+from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.runtime.base import get_runtime
 from apps.runtime.workload import Capacity, Resources, Workload
@@ -199,7 +200,7 @@ def _workload(task: TaskRun, outputs: dict[tuple[int, str], str], templates: dic
         uid=f"task-{task.pk}",
         name=f"{run.project.slug}-{run.pipeline_name}-{run.number}-{task.node}-{task.attempt}",
         project=run.project.slug,
-        command=[*template.command, *to_cli_args(template.args_schema, node.get("args", {}))],
+        command=[*template.command, *to_cli_args(template.args_schema, local_args(task, node))],
         kind=template.kind,
         framework=template.framework,
         image=template.image,
@@ -228,7 +229,17 @@ def _submit(tasks: list[TaskRun], runtime, now) -> None:
     template_ids = {plan_of(t.run).nodes[t.node]["template_id"] for t in tasks}
     templates = JobTemplate.objects.in_bulk(template_ids)
     outputs = _upstream_outputs(tasks)
-    workloads = [_workload(task, outputs, templates) for task in tasks]
+    workloads, ready = [], []
+    for task in tasks:
+        try:
+            with transaction.atomic():  # a savepoint: lineage written for a task that cannot start goes too
+                workloads.append(_workload(task, outputs, templates))
+            ready.append(task)
+        except (LookupError, OSError) as exc:  # e.g. its dataset version was deleted, or cannot be copied
+            _fail_unstartable(task, now, f"could not start: {exc}")
+    tasks = ready
+    if not tasks:
+        return
     ApiToken.objects.bulk_create([t.api_token for t in tasks if t.api_token is not None])
     for task in tasks:
         if task.api_token is not None:
@@ -239,6 +250,16 @@ def _submit(tasks: list[TaskRun], runtime, now) -> None:
         task.status, task.queued_at, task.waiting_reason = TaskStatus.QUEUED, now, ""
     fields = ["handle", "runtime", "status", "queued_at", "waiting_reason", "output_dir", "api_token"]
     TaskRun.objects.bulk_update(tasks, fields)
+
+
+def _fail_unstartable(task: TaskRun, now, reason: str) -> None:
+    from apps.jobs.tasks import advance_run
+
+    task.status, task.reason, task.waiting_reason, task.finished_at = TaskStatus.FAILED, reason, "", now
+    task.api_token = None
+    task.save(update_fields=["status", "reason", "waiting_reason", "finished_at", "api_token"])
+    run_id = task.run_id
+    transaction.on_commit(lambda: advance_run.delay(run_id))  # retry or fail the run as for any failure
 
 
 def revoke_task_token(task: TaskRun) -> None:

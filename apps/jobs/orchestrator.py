@@ -84,6 +84,7 @@ def cache_key(node: dict[str, Any], upstream: dict[str, TaskRun]) -> str:
         "args": node["args"],
         "env": node.get("env", {}),
         "inputs": {name: task.output_digest for name, task in sorted(upstream.items())},
+        "datasets": {arg: pinned["digest"] for arg, pinned in sorted((node.get("datasets") or {}).items())},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 

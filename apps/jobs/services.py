@@ -24,6 +24,7 @@ from apps.jobs.models import (
     TaskRun,
     TaskStatus,
 )
+from apps.jobs.references import check_references, pin
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.base import get_runtime
@@ -62,8 +63,17 @@ def limits_for(project: Project) -> dict[str, float | int | None]:
 
 
 def normalize_spec(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
-    """Validate a spec against the project's templates and limits; return it with defaults filled in."""
-    return validate_spec(spec, resolve_template=lambda ref: resolve_template(project, ref), limits=limits_for(project))
+    """Validate a spec against the project's templates, limits and datasets; return it with defaults filled in."""
+    return _normalize(project, spec)[0]
+
+
+def _normalize(project: Project, spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, JobTemplate], dict]:
+    """(normalized spec, node → template, node → {dataset arg → version})."""
+    normalized = validate_spec(
+        spec, resolve_template=lambda ref: resolve_template(project, ref), limits=limits_for(project)
+    )
+    templates = {node["name"]: resolve_template(project, node["template"]) for node in normalized["nodes"]}
+    return normalized, templates, check_references(project, normalized, templates)
 
 
 def save_pipeline(
@@ -105,9 +115,11 @@ def save_pipeline(
 
 def _freeze(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
     """The spec a run executes: validated now, every node bound to an exact template row."""
-    frozen = normalize_spec(project, spec)
+    frozen, templates, versions = _normalize(project, spec)
     for node in frozen["nodes"]:
-        node["template_id"] = resolve_template(project, node["template"]).pk  # type: ignore[union-attr]
+        node["template_id"] = templates[node["name"]].pk
+        if node["name"] in versions:
+            pin(node, versions[node["name"]])
     return frozen
 
 

@@ -279,6 +279,33 @@ def test_train_logs_to_mlflow_when_installed_and_configured(tmp_path: Path, prep
 # --- shell and python -----------------------------------------------------------------------------
 
 
+def test_dataset_load_copies_the_only_csv_of_the_version_to_data_csv(tmp_path: Path) -> None:
+    version = tmp_path / "version"
+    (version / "raw").mkdir(parents=True)
+    (version / "raw" / "iris.csv").write_text("a,label\n1,x\n2,y\n")
+    (version / "README.md").write_text("# not data\n")
+    done = run_task("dataset_load", tmp_path / "out", "--dataset", str(version))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "data.csv").read_text() == "a,label\n1,x\n2,y\n"
+    assert "loaded iris.csv: 2 rows, columns a, label" in done.stdout
+
+
+def test_dataset_load_asks_which_file_when_the_version_holds_several(tmp_path: Path) -> None:
+    version = tmp_path / "version"
+    version.mkdir()
+    for name in ("train.csv", "test.csv"):
+        (version / name).write_text("a\n1\n")
+    done = run_task("dataset_load", tmp_path / "out", "--dataset", str(version))
+    assert done.returncode != 0
+    assert "2 CSV files (test.csv, train.csv); choose one with --file" in done.stderr
+    picked = run_task("dataset_load", tmp_path / "out", "--dataset", str(version), "--file", "test.csv")
+    assert picked.returncode == 0, picked.stderr
+    (tmp_path / "outside.csv").write_text("secret\n1\n")
+    escaped = run_task("dataset_load", tmp_path / "out2", "--dataset", str(version), "--file", "../outside.csv")
+    assert escaped.returncode != 0
+    assert "is not a file of the dataset version" in escaped.stderr
+
+
 def test_shell_runs_in_the_output_dir_and_propagates_the_exit_code(tmp_path: Path) -> None:
     result = run_task("shell", tmp_path, "--script", 'echo "in $(pwd)"; echo hi > note.txt; exit 3')
 

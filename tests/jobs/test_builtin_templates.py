@@ -118,7 +118,17 @@ def test_args_schema_is_valid_and_every_property_has_a_portal_type(slug: str) ->
             Draft202012Validator(prop).validate(prop["default"])
 
 
-SAMPLE = {"str": "x", "text": "echo hi", "int": 3, "float": 0.5, "bool": True, "json": {"a": 1}, "secret": "s"}
+SAMPLE = {
+    "str": "x",
+    "text": "echo hi",
+    "int": 3,
+    "float": 0.5,
+    "bool": True,
+    "json": {"a": 1},
+    "secret": "s",
+    "dataset": "/datasets/iris",  # what the portal hands the script: the version's local folder
+    "model": "/models/iris",
+}
 
 
 @pytest.mark.parametrize("slug", SLUGS)

@@ -32,6 +32,15 @@ def run_list(request: HttpRequest, project: Project) -> HttpResponse:
     return render(request, "jobs/run_list.html", {"project": project, "page": page, "form": form})
 
 
+def dataset_usages(run: PipelineRun) -> list:
+    """The dataset versions the run read and wrote (lineage)."""
+    from apps.datasets.models import DatasetUsage
+
+    return list(
+        DatasetUsage.objects.filter(pipeline_run=run).select_related("version__dataset", "task_run").order_by("pk")
+    )
+
+
 @project_view(VIEW, model=PipelineRun, methods=("GET",))
 def run_detail(request: HttpRequest, project: Project, run: PipelineRun) -> HttpResponse:
     """Live node colours, progress, per-node timing and waiting reasons, and the log viewer."""
@@ -51,6 +60,7 @@ def run_detail(request: HttpRequest, project: Project, run: PipelineRun) -> Http
         "total": len(nodes),
         "percent": int(100 * done / len(nodes)) if nodes else 100,
         "can_act": has_project_perm(request.user, project, CONTRIBUTE),
+        "dataset_usages": dataset_usages(run),
         **log_viewer_context(project, run),
     }
     return render(request, "jobs/run_detail.html", context)
