@@ -123,6 +123,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Celery's Django fix-up closes the database connection before and after every task unless this is set;
+# portal/celery.py applies Django's CONN_MAX_AGE rule instead (the fix-up still recycles every 2×this tasks).
+CELERY_DB_REUSE_MAX = 1000
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND = REDIS_URL

@@ -171,8 +171,15 @@ def _task_env(
         task.api_token, raw = new_task_token(
             owner, name=f"run {run.pk} task {task.node}#{task.attempt}", project=run.project, days=TASK_TOKEN_DAYS
         )
-        token_env = {"PORTAL_API_TOKEN": raw}
+        # The same token serves the portal API and the MLflow-compatible tracking API (the official client
+        # sends MLFLOW_TRACKING_TOKEN as a bearer token); experiments land in the run's project.
+        token_env = {
+            "PORTAL_API_TOKEN": raw,
+            "MLFLOW_TRACKING_URI": settings.SITE_URL.rstrip("/"),
+            "MLFLOW_TRACKING_TOKEN": raw,
+        }
     return {
+        "MLFLOW_EXPERIMENT_NAME": run.pipeline_name,  # a node's or the pipeline's env may name another
         **env,
         **inputs,
         **token_env,
@@ -249,7 +256,10 @@ def _submit(tasks: list[TaskRun], runtime, now) -> None:
         task.handle, task.runtime = handle, runtime.name
         task.status, task.queued_at, task.waiting_reason = TaskStatus.QUEUED, now, ""
     fields = ["handle", "runtime", "status", "queued_at", "waiting_reason", "output_dir", "api_token"]
-    TaskRun.objects.bulk_update(tasks, fields)
+    if len(tasks) == 1:  # the common case; bulk_update's CASE expressions cost more than they save here
+        tasks[0].save(update_fields=fields)
+    else:
+        TaskRun.objects.bulk_update(tasks, fields, batch_size=200)
 
 
 def _fail_unstartable(task: TaskRun, now, reason: str) -> None:

@@ -94,13 +94,13 @@ class LocalRuntime(Runtime):
             return None
         total = agent.capacity
         used_cpu = used_mem = used_gpu = 0.0
-        for spec in LocalWorkload.objects.filter(state__in=ACTIVE).values_list("spec", flat=True):
-            res = spec.get("resources", {})
-            replicas = (
-                max(sum(int(n) for n in spec.get("replicas", {}).values()), 1)
-                if spec.get("kind") == "distributed"
-                else 1
-            )
+        # Only the keys that count, extracted by the database: a spec also holds the command and env.
+        active = LocalWorkload.objects.filter(state__in=ACTIVE).values_list(
+            "spec__resources", "spec__replicas", "spec__kind"
+        )
+        for res, replica_counts, kind in active:
+            res = res or {}
+            replicas = max(sum(int(n) for n in (replica_counts or {}).values()), 1) if kind == "distributed" else 1
             used_cpu += float(res.get("cpu") or 0) * replicas
             used_mem += float(res.get("memory_bytes") or 0) * replicas
             used_gpu += float(res.get("gpu") or 0) * replicas
