@@ -45,6 +45,18 @@ $(TRAIN_VENV)/.installed: requirements-train.txt $(VENV)/.installed
 
 train-env: $(TRAIN_VENV)/.installed
 
+# The official MLflow client (and `mlflow server` for bench/tracking.py) in its own venv: mlflow pulls in pandas,
+# pyarrow, SQLAlchemy, Flask… (~850 MB) that the portal does not need. tests/models drive it through subprocesses.
+MLFLOW_VENV := .venv-mlflow
+$(MLFLOW_VENV)/.installed: tests/models/requirements-mlflow.txt
+	$(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_VENV)/bin/pip install --quiet --upgrade pip
+	$(MLFLOW_VENV)/bin/pip install --quiet -r tests/models/requirements-mlflow.txt
+	touch $@
+
+mlflow-env: $(MLFLOW_VENV)/.installed
+.PHONY: mlflow-env
+
 # Without SECRET_KEY, settings read this key, generated once (DEBUG stays off).
 var/secret_key:
 	@mkdir -p var

@@ -15,6 +15,7 @@ from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSess
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.models import Membership, Project, Quota, Role
 from tests import factories as dataset_factories
+from tests import factories as tracking_factories
 from tests.factories import UserFactory, add_member, pipeline, python_template
 
 
@@ -62,3 +63,7 @@ USER_OBJECT_MAKERS: dict[type, Callable[[Any], Any]] = {
 def lookup_value(obj: Any, viewset: Any) -> str:
     field = getattr(viewset, "lookup_field", "pk")
     return str(getattr(obj, field))
+
+
+# Experiment tracking and the model registry (apps.models)
+PROJECT_OBJECT_MAKERS.update(tracking_factories.tracking_object_makers())

@@ -120,3 +120,54 @@ def upload_session(ds, owner=None, **kwargs):
     from apps.datasets.uploads import start_upload
 
     return start_upload(ds, owner, **kwargs)
+
+
+# --- Experiment tracking and the model registry (apps.models) ------------------------------------------
+
+
+def experiment(project, name: str = "exp"):
+    """An experiment made through the service (artifact location set, name unique per project)."""
+    from apps.models.models import Experiment
+    from apps.models.services import create_experiment
+
+    return Experiment.objects.filter(project=project, name=name).first() or create_experiment(project, name)
+
+
+def tracking_run(project, owner, name: str = "run", experiment_name: str = "exp", **fields):
+    from apps.models.services import create_run
+
+    return create_run(experiment(project, experiment_name), user=owner, run_name=name, **fields)
+
+
+def registered_model(project, name: str = "model"):
+    from apps.models.models import RegisteredModel
+    from apps.models.registry import create_registered_model
+
+    return RegisteredModel.objects.filter(project=project, name=name).first() or create_registered_model(project, name)
+
+
+def model_version(project, owner, model_name: str = "model"):
+    from apps.models.registry import create_model_version
+
+    run = tracking_run(project, owner, name=f"for-{model_name}")
+    return create_model_version(registered_model(project, model_name), source=f"runs:/{run.run_uuid}/model", run=run)
+
+
+def model_alias(project, owner, alias: str = "production"):
+    from apps.models.registry import set_alias
+
+    version = model_version(project, owner)
+    return set_alias(version.registered_model, alias, version.version)
+
+
+def tracking_object_makers() -> dict:
+    """model -> make(project, owner) for tests/access.py's route-walking permission tests."""
+    from apps.models.models import Experiment, ModelAlias, ModelVersion, RegisteredModel, Run
+
+    return {
+        Experiment: lambda project, owner: experiment(project),
+        Run: lambda project, owner: tracking_run(project, owner),
+        RegisteredModel: lambda project, owner: registered_model(project),
+        ModelVersion: model_version,
+        ModelAlias: model_alias,
+    }

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
+from django.conf import settings
 from django.db import close_old_connections
 
 from apps.jobs import orchestrator
@@ -36,6 +39,12 @@ IRIS_SPEC: dict[str, Any] = {
             "depends_on": ["split", "train"],
             "args": {"label_column": "species", "min_accuracy": 0.8},
         },
+        {
+            "name": "register",
+            "template": "model-register",
+            "depends_on": ["train", "evaluate"],  # only a model that passed the evaluation
+            "args": {"name": "iris-classifier", "alias": "staging"},
+        },
     ],
 }
 
@@ -53,15 +62,54 @@ def populate(project: Project, user: Any) -> Pipeline:
         project,
         user,
         name="iris",
-        description="Load the newest iris dataset version, split it, train a classifier and evaluate it.",
+        description=(
+            "Load the newest iris dataset version, split it, train a classifier, evaluate it and register it."
+        ),
         spec=IRIS_SPEC,
     )
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # something answers there
+    except OSError:
+        return False
+
+
+def _serve_api_if_needed(out: TextIO):
+    """Tasks record their training and register models through the portal's API at SITE_URL. When nothing
+    answers there (no `make run`), serve the portal from this process on a free loopback port instead."""
+    if _answers(settings.SITE_URL):
+        return None
+    import socket
+
+    import uvicorn
+
+    from portal.asgi import application
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    )
+    threading.Thread(target=server.run, name="demo-web", daemon=True).start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    out.write(f"Nothing answers at {settings.SITE_URL}: serving the API from this process on port {port}.\n")
+    settings.SITE_URL = f"http://127.0.0.1:{port}"
+    return server
 
 
 def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 600) -> PipelineRun:
     """Run the pipeline to the end from this process: uses the running agent, or starts one in-process."""
     from apps.runtime.local.runtime import live_agents
 
+    server = _serve_api_if_needed(out)
     agent = None
     if not live_agents().exists():
         from apps.runtime.local.agent import LocalAgent
@@ -88,6 +136,8 @@ def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 60
     finally:
         if agent is not None:
             agent.stopping.set()
+        if server is not None:
+            server.should_exit = True
     out.write(f"{run}: {run.status}{' — ' + run.reason if run.reason else ''}\n")
     evaluate = run.tasks.filter(node="evaluate").order_by("-attempt").first()
     metrics = Path(evaluate.output_dir) / "metrics.json" if evaluate and evaluate.output_dir else None
@@ -99,4 +149,9 @@ def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 60
             + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
             + "\n"
         )
+    register = run.tasks.filter(node="register").order_by("-attempt").first()
+    registered = Path(register.output_dir) / "registered.json" if register and register.output_dir else None
+    if registered is not None and registered.is_file():
+        data = json.loads(registered.read_text())
+        out.write(f"Registered: {data['name']} version {data['version']} (alias {data['alias'] or 'none'})\n")
     return run

@@ -1,3 +1,7 @@
+from django.urls import include, path
+
 app_name = "models"
 
-urlpatterns: list = []
+urlpatterns: list = [
+    path("", include("apps.models.mlflow_api.urls")),
+]

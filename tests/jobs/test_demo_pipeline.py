@@ -1,4 +1,5 @@
-"""The demo's "iris" pipeline end to end through a real local agent: load, split, train, evaluate."""
+"""The demo's "iris" pipeline end to end through a real local agent: load the iris dataset, split, train
+(tracked), evaluate, register the model with an alias."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.core.management import call_command
 from apps.jobs.demo import populate
 from apps.jobs.models import PipelineRun
 from apps.jobs.services import start_run
+from apps.models.models import ModelVersion
 from tests.factories import ProjectFactory, UserFactory
 from tests.jobs.conftest import drive
 
@@ -20,7 +22,8 @@ from tests.jobs.conftest import drive
 pytestmark = [pytest.mark.live, pytest.mark.smoke, pytest.mark.django_db(transaction=True, databases="__all__")]
 
 
-def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(agent):
+def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(agent, live_asgi, settings):
+    settings.SITE_URL = live_asgi.url  # where tasks reach the tracking API
     owner = UserFactory(username="alice")
     project = ProjectFactory(owner=owner, slug="iris-lab")
     iris = populate(project, owner)
@@ -30,13 +33,19 @@ def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(agent):
 
     assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))
     final = {t.node: t.status for t in run.tasks.order_by("node", "attempt")}
-    assert final == {"load": "succeeded", "split": "succeeded", "train": "succeeded", "evaluate": "succeeded"}
+    assert set(final.values()) == {"succeeded"}
+    assert list(final) == ["evaluate", "load", "register", "split", "train"]
     evaluate = run.tasks.filter(node="evaluate").latest("attempt")
     metrics = json.loads((Path(evaluate.output_dir) / "metrics.json").read_text())
     assert metrics["accuracy"] > 0.8
+    tracked = run.tasks.get(node="train").tracking_runs.get()
+    assert (tracked.experiment.name, tracked.experiment.project, tracked.source_pipeline_run) == ("iris", project, run)
+    version = ModelVersion.objects.get(registered_model__project=project, registered_model__name="iris-classifier")
+    assert (version.run, version.status, [a.alias for a in version.aliases.all()]) == (tracked, "READY", ["staging"])
 
 
-def test_demo_run_prints_the_outcome_and_the_accuracy(agent):
+def test_demo_run_prints_the_outcome_and_the_accuracy(agent, settings):
+    settings.SITE_URL = "http://127.0.0.1:9"  # nothing answers: the command serves the API itself
     out = StringIO()
 
     call_command("demo", "--run", stdout=out)
@@ -48,3 +57,5 @@ def test_demo_run_prints_the_outcome_and_the_accuracy(agent):
     accuracy = float(output.split("accuracy=")[1].split(",")[0].split()[0])
     assert accuracy > 0.8
     assert "No agent was running" not in output  # the fixture's agent did the work
+    assert "serving the API from this process" in output
+    assert "Registered: iris-classifier version 1 (alias staging)" in output

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -96,35 +96,93 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(out / "params.json", record)
     log(f"saved {out / 'model.joblib'} and {out / 'params.json'}")
-    track(args.model, params, train_accuracy, len(rows), out / "model.joblib")
+    track(estimator, args.model, params, train_accuracy, len(rows))
     return 0
 
 
-def track(model: str, params: dict[str, Any], train_accuracy: float, rows: int, artifact: Path) -> None:
-    """Log to MLflow when the package is installed and MLFLOW_TRACKING_URI is set; a tracking failure is a
-    warning, not a failed training."""
-    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
-    if not uri:
-        log("MLflow tracking skipped: MLFLOW_TRACKING_URI is not set")
-        return
-    if importlib.util.find_spec("mlflow") is None:
-        log("MLflow tracking skipped: the mlflow package is not installed in this environment")
-        return
-    import mlflow
+def mlflow_model_dir(estimator: Any, root: Path) -> Path:
+    """The model as an MLflow Model folder (MLmodel + model.pkl), loadable by `mlflow.pyfunc.load_model`
+    and by the portal's model server. MLmodel is written as JSON, which is valid YAML."""
+    import pickle
+    import platform
+    import uuid
+    from datetime import UTC, datetime
 
-    run_name = "-".join(filter(None, [os.environ.get("PORTAL_RUN_ID"), os.environ.get("PORTAL_TASK")])) or None
-    try:
-        mlflow.set_tracking_uri(uri)
-        if os.environ.get("MLFLOW_EXPERIMENT_NAME"):
-            mlflow.set_experiment(os.environ["MLFLOW_EXPERIMENT_NAME"])
-        with mlflow.start_run(run_name=run_name):
-            mlflow.log_params({"model": model, **{k: str(v) for k, v in params.items()}, "train_rows": rows})
-            mlflow.log_metric("train_accuracy", train_accuracy)
-            mlflow.log_artifact(str(artifact))
-    except Exception as exc:  # tracking is best effort: the model is already saved
-        log(f"warning: MLflow tracking failed: {type(exc).__name__}: {exc}")
+    import sklearn
+
+    folder = root / "model"
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "model.pkl").open("wb") as fh:
+        pickle.dump(estimator, fh, protocol=pickle.DEFAULT_PROTOCOL)
+    (folder / "requirements.txt").write_text(f"scikit-learn=={sklearn.__version__}\n")
+    mlmodel = {
+        "artifact_path": "model",
+        "flavors": {
+            "python_function": {
+                "loader_module": "mlflow.sklearn",
+                "model_path": "model.pkl",
+                "predict_fn": "predict",
+                "python_version": platform.python_version(),
+                "env": {"virtualenv": "python_env.yaml"},
+            },
+            "sklearn": {
+                "pickled_model": "model.pkl",
+                "serialization_format": "pickle",
+                "sklearn_version": sklearn.__version__,
+                "code": None,
+            },
+        },
+        "model_uuid": uuid.uuid4().hex,
+        "utc_time_created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),
+    }
+    (folder / "MLmodel").write_text(json.dumps(mlmodel, indent=2) + "\n")
+    python_env = {
+        "python": platform.python_version(),
+        "build_dependencies": ["pip"],
+        "dependencies": ["-r requirements.txt"],
+    }
+    (folder / "python_env.yaml").write_text(json.dumps(python_env) + "\n")
+    return folder
+
+
+def track(estimator: Any, model: str, params: dict[str, Any], train_accuracy: float, rows: int) -> None:
+    """Record the training in the tracking API when MLFLOW_TRACKING_URI is set (the portal sets it): params,
+    train_accuracy and the model as an MLflow Model; writes tracking.json for the next nodes (evaluate,
+    register). A tracking failure is a warning, not a failed training."""
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        log("tracking skipped: MLFLOW_TRACKING_URI is not set")
         return
-    log(f"logged params, train_accuracy and model.joblib to MLflow (run {run_name or 'unnamed'})")
+    from apps.jobs.builtin_tasks._tracking import Tracking, TrackingError
+
+    out = output_dir()
+    run_name = "-".join(filter(None, [os.environ.get("PORTAL_PIPELINE"), os.environ.get("PORTAL_RUN_ID"),
+                                      os.environ.get("PORTAL_TASK")])) or None  # fmt: skip
+    experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or os.environ.get("PORTAL_PIPELINE") or "Default"
+    try:
+        tracking = Tracking()
+        info = tracking.start_run(experiment, run_name, {"portal.task": os.environ.get("PORTAL_TASK", "")})
+        tracking.log_batch(
+            info["run_id"],
+            params={"model": model, **params, "train_rows": rows},
+            metrics={"train_accuracy": train_accuracy},
+        )
+        tracking.upload(info["artifact_uri"], mlflow_model_dir(estimator, out / "mlflow"), "model")
+        tracking.end_run(info["run_id"])
+    except TrackingError as exc:
+        log(f"warning: tracking failed: {exc}")
+        return
+    write_json(
+        out / "tracking.json",
+        {
+            "run_id": info["run_id"],
+            "experiment_id": info["experiment_id"],
+            "experiment": experiment,
+            "artifact_uri": info["artifact_uri"],
+            "model_uri": f"runs:/{info['run_id']}/model",
+            "model_source": f"{info['artifact_uri']}/model",
+        },
+    )
+    log(f"tracked as run {info['run_id']} in experiment {experiment!r} (params, train_accuracy, model)")
 
 
 if __name__ == "__main__":

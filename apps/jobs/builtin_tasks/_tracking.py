@@ -1,0 +1,151 @@
+"""A small client of the MLflow REST API (standard library only), for the built-in tasks.
+
+The portal injects MLFLOW_TRACKING_URI and MLFLOW_TRACKING_TOKEN (the task's project-scoped token), so the
+built-ins record runs and register models without the `mlflow` package in the task environment. Short
+timeouts and no retry loops: tracking must never hold a training task for minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from apps.jobs.builtin_tasks._common import TaskError
+
+TIMEOUT = 15
+
+
+class TrackingError(TaskError):
+    def __init__(self, message: str, error_code: str = "", status: int = 0) -> None:
+        super().__init__(message, code=1)
+        self.error_code = error_code
+        self.status = status
+
+
+class Tracking:
+    def __init__(self, uri: str | None = None, token: str | None = None) -> None:
+        self.uri = (uri if uri is not None else os.environ.get("MLFLOW_TRACKING_URI", "")).rstrip("/")
+        self.token = token if token is not None else os.environ.get("MLFLOW_TRACKING_TOKEN", "")
+        if not self.uri.startswith(("http://", "https://")):
+            raise TrackingError(f"MLFLOW_TRACKING_URI must be an http(s) URL, not {self.uri!r}")
+
+    # --- transport ------------------------------------------------------------------------------
+
+    def _request(self, method: str, url: str, data: bytes | None, content_type: str) -> Any:
+        request = urllib.request.Request(url, data=data, method=method)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                error = json.loads(raw)
+            except ValueError:
+                error = {"message": raw[:200].decode("utf-8", "replace")}
+            raise TrackingError(
+                f"{method} {url}: {exc.code} {error.get('error_code', '')} {error.get('message', '')}".strip(),
+                error.get("error_code", ""),
+                exc.code,
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise TrackingError(f"{method} {url}: {exc}") from None
+        return json.loads(body) if body else {}
+
+    def call(self, method: str, endpoint: str, body: dict[str, Any] | None = None) -> Any:
+        url = f"{self.uri}/api/2.0/mlflow/{endpoint}"
+        if method == "GET":
+            if body:
+                url += "?" + urllib.parse.urlencode(body)
+            return self._request("GET", url, None, "")
+        return self._request(method, url, json.dumps(body or {}).encode(), "application/json")
+
+    # --- experiments and runs ---------------------------------------------------------------------
+
+    def experiment_id(self, name: str) -> str:
+        try:
+            return self.call("GET", "experiments/get-by-name", {"experiment_name": name})["experiment"]["experiment_id"]
+        except TrackingError as exc:
+            if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+        try:
+            return self.call("POST", "experiments/create", {"name": name})["experiment_id"]
+        except TrackingError as exc:  # created meanwhile by a parallel task
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self.call("GET", "experiments/get-by-name", {"experiment_name": name})["experiment"]["experiment_id"]
+
+    def start_run(self, experiment: str, run_name: str | None, tags: dict[str, str]) -> dict[str, Any]:
+        body = {
+            "experiment_id": self.experiment_id(experiment),
+            "start_time": int(time.time() * 1000),
+            "tags": [{"key": k, "value": v} for k, v in tags.items()],
+        }
+        if run_name:
+            body["run_name"] = run_name
+        return self.call("POST", "runs/create", body)["run"]["info"]
+
+    def log_batch(
+        self, run_id: str, *, params: dict[str, Any] | None = None, metrics: dict[str, float] | None = None
+    ) -> None:
+        now = int(time.time() * 1000)
+        self.call(
+            "POST",
+            "runs/log-batch",
+            {
+                "run_id": run_id,
+                "params": [{"key": k, "value": str(v)} for k, v in (params or {}).items()],
+                "metrics": [
+                    {"key": k, "value": float(v), "timestamp": now, "step": 0} for k, v in (metrics or {}).items()
+                ],
+            },
+        )
+
+    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
+        self.call("POST", "runs/update", {"run_id": run_id, "status": status, "end_time": int(time.time() * 1000)})
+
+    def upload(self, artifact_uri: str, local: Path, path: str) -> None:
+        """Upload a file or a folder under `path` of the run's artifacts (proxied artifact service)."""
+        prefix = "mlflow-artifacts:"
+        if not artifact_uri.startswith(prefix):
+            raise TrackingError(f"cannot upload to {artifact_uri!r}: only the proxied artifact service is supported")
+        root = artifact_uri[len(prefix) :].lstrip("/")
+        files = [local] if local.is_file() else sorted(p for p in local.rglob("*") if p.is_file())
+        for file in files:
+            relative = path if local.is_file() else f"{path}/{file.relative_to(local).as_posix()}"
+            url = f"{self.uri}/api/2.0/mlflow-artifacts/artifacts/{urllib.parse.quote(f'{root}/{relative}')}"
+            self._request("PUT", url, file.read_bytes(), "application/octet-stream")
+
+    # --- registry ---------------------------------------------------------------------------------
+
+    def register(self, name: str, source: str, run_id: str, description: str = "") -> dict[str, Any]:
+        try:
+            self.call("POST", "registered-models/create", {"name": name})
+        except TrackingError as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        body = {"name": name, "source": source, "run_id": run_id}
+        if description:
+            body["description"] = description
+        version = self.call("POST", "model-versions/create", body)["model_version"]
+        deadline = time.monotonic() + 60
+        while version.get("status") == "PENDING_REGISTRATION" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            version = self.call("GET", "model-versions/get", {"name": name, "version": version["version"]})[
+                "model_version"
+            ]
+        if version.get("status") != "READY":
+            raise TrackingError(f"model {name} version {version.get('version')} is {version.get('status')}")
+        return version
+
+    def set_alias(self, name: str, alias: str, version: str) -> None:
+        self.call("POST", "registered-models/alias", {"name": name, "alias": alias, "version": str(version)})

@@ -1,0 +1,47 @@
+"""Domain errors of tracking and the registry, carrying MLflow's error codes (the client relies on them)."""
+
+from __future__ import annotations
+
+
+class TrackingError(Exception):
+    """A failed tracking/registry operation; `error_code` and `status` are what the MLflow API answers."""
+
+    error_code = "INTERNAL_ERROR"
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def as_dict(self) -> dict[str, str]:
+        return {"error_code": self.error_code, "message": self.message}
+
+
+class InvalidParameter(TrackingError):
+    error_code = "INVALID_PARAMETER_VALUE"
+    status = 400
+
+
+class NotFound(TrackingError):
+    error_code = "RESOURCE_DOES_NOT_EXIST"
+    status = 404
+
+
+class AlreadyExists(TrackingError):
+    error_code = "RESOURCE_ALREADY_EXISTS"
+    status = 400
+
+
+class Forbidden(TrackingError):
+    error_code = "PERMISSION_DENIED"
+    status = 403
+
+
+class Unauthenticated(TrackingError):
+    error_code = "UNAUTHENTICATED"
+    status = 401
+
+
+class BadEndpoint(TrackingError):
+    error_code = "ENDPOINT_NOT_FOUND"
+    status = 404

@@ -1,0 +1,141 @@
+"""The metric hot path: bulk inserts (COPY on PostgreSQL), the latest-value upsert, keyset history reads.
+
+No model instances here: rows go straight to the database. Call `insert_points` inside a transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from django.db import connection
+
+from apps.models.errors import InvalidParameter
+from apps.models.models import LatestMetric, Metric
+
+HISTORY_PAGE_MAX = 100_000
+
+
+class Point(NamedTuple):
+    key: str
+    value: float  # 0.0 when is_nan (MLflow's storage convention)
+    timestamp: int
+    step: int
+    is_nan: bool
+
+
+def make_point(key: str, value: float, timestamp: int, step: int) -> Point:
+    if math.isnan(value):
+        return Point(key, 0.0, timestamp, step, True)
+    return Point(key, value, timestamp, step, False)
+
+
+def _rank(point: Point) -> tuple[int, int, float]:
+    return (point.step, point.timestamp, point.value)
+
+
+def insert_points(run_id: int, points: list[Point]) -> None:
+    """Append `points` to run `run_id` and move each key's latest value forward where they are newer."""
+    if not points:
+        return
+    table = Metric._meta.db_table
+    columns = "run_id, key, value, timestamp, step, is_nan"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for p in points:
+                    copy.write_row((run_id, p.key, p.value, p.timestamp, p.step, p.is_nan))
+        else:
+            cursor.executemany(
+                f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s, %s)",
+                [(run_id, p.key, p.value, p.timestamp, p.step, p.is_nan) for p in points],
+            )
+        _upsert_latest(cursor, run_id, points)
+
+
+def _upsert_latest(cursor, run_id: int, points: list[Point]) -> None:
+    """One multi-row upsert. Under concurrency each row's UPDATE re-checks the condition against the
+    committed row (PostgreSQL locks it; SQLite serialises writers), so no newer value is overwritten.
+    Keys are sorted so concurrent writers lock rows in the same order (no deadlock)."""
+    best: dict[str, Point] = {}
+    for p in points:
+        current = best.get(p.key)
+        if current is None or _rank(p) > _rank(current):
+            best[p.key] = p
+    rows = [best[key] for key in sorted(best)]
+    table = LatestMetric._meta.db_table
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+    params: list = []
+    for p in rows:
+        params += [run_id, p.key, p.value, p.timestamp, p.step, p.is_nan]
+    cursor.execute(
+        f"INSERT INTO {table} (run_id, key, value, timestamp, step, is_nan) VALUES {values} "
+        f"ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, timestamp = excluded.timestamp, "
+        f"step = excluded.step, is_nan = excluded.is_nan "
+        f"WHERE (excluded.step, excluded.timestamp, excluded.value) > "
+        f"({table}.step, {table}.timestamp, {table}.value)",
+        params,
+    )
+
+
+def encode_token(payload: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
+
+
+def decode_token(token: str, *fields: str) -> dict:
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        if not isinstance(payload, dict) or any(not isinstance(payload.get(f), int) for f in fields):
+            raise ValueError
+    except (ValueError, TypeError, UnicodeError):
+        raise InvalidParameter(f"Invalid page token {token!r}.") from None
+    return payload
+
+
+def history_page(run_id: int, key: str, max_results: int | None, page_token: str | None) -> tuple[list[tuple], str]:
+    """Rows (value, timestamp, step, is_nan) in (step, timestamp, id) order, and the next page token.
+
+    Keyset pagination: the token holds the last (step, timestamp, id), so page N costs the same as page 1.
+    """
+    limit = HISTORY_PAGE_MAX if not max_results else min(max_results, HISTORY_PAGE_MAX)
+    if limit < 1:
+        raise InvalidParameter(f"Invalid value {max_results} for parameter 'max_results' supplied.")
+    table = Metric._meta.db_table
+    sql = f"SELECT value, timestamp, step, is_nan, id FROM {table} WHERE run_id = %s AND key = %s"
+    params: list = [run_id, key]
+    if page_token:
+        after = decode_token(page_token, "s", "t", "i")
+        sql += " AND (step, timestamp, id) > (%s, %s, %s)"
+        params += [after["s"], after["t"], after["i"]]
+    sql += " ORDER BY step, timestamp, id LIMIT %s"
+    params.append(limit + 1)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    token = ""
+    if len(rows) > limit:
+        rows = rows[:limit]
+        last = rows[-1]
+        token = encode_token({"s": last[2], "t": last[1], "i": last[4]})
+    return rows, token
+
+
+def format_value(value: float, is_nan: bool) -> str:
+    """A metric value as protobuf JSON writes doubles (NaN and infinities as strings)."""
+    if is_nan or value != value:
+        return '"NaN"'
+    if value == math.inf:
+        return '"Infinity"'
+    if value == -math.inf:
+        return '"-Infinity"'
+    return repr(value)
+
+
+def history_json(key: str, rows: Iterable[tuple]) -> Iterator[str]:
+    """The `metrics` array of get-history, written directly (100k points in tens of milliseconds)."""
+    k = json.dumps(key)
+    for value, timestamp, step, is_nan, *_rest in rows:
+        yield f'{{"key":{k},"value":{format_value(value, is_nan)},"timestamp":{timestamp},"step":{step}}}'

@@ -1,0 +1,150 @@
+"""Plumbing of the MLflow REST API: authentication, request parsing, routing, and MLflow-shaped errors.
+
+Plain Django views (no DRF): the official client sends many small requests, and every millisecond shows.
+Authentication: `Authorization: Bearer <portal token>` (MLFLOW_TRACKING_TOKEN), Basic auth with a token as
+the password (MLFLOW_TRACKING_USERNAME/PASSWORD), or the browser session (CSRF-checked for writes).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.utils.translation import gettext as _
+from rest_framework.exceptions import AuthenticationFailed
+
+from apps.accounts.authentication import raw_token_from_header
+from apps.accounts.services import authenticate_token
+from apps.models.access import Caller
+from apps.models.errors import BadEndpoint, Forbidden, InvalidParameter, TrackingError, Unauthenticated
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Caller, dict, dict], Any]
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+LIST_PARAMS = frozenset({"run_ids", "experiment_ids", "stages", "order_by"})
+
+
+def error_response(error: TrackingError) -> HttpResponse:
+    response = JsonResponse(error.as_dict(), status=error.status)
+    if error.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="mlflow"'
+    return response
+
+
+def json_response(payload: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(
+        json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str),
+        content_type="application/json",
+        status=status,
+    )
+
+
+def caller_for(request: HttpRequest) -> Caller:
+    """The authenticated caller, or Unauthenticated (401)."""
+    header = request.headers.get("Authorization", "")
+    project_header = request.headers.get("X-Portal-Project") or None
+    if header:
+        raw = _basic_password(header)
+        if raw is None:
+            try:
+                raw = raw_token_from_header(header)
+            except AuthenticationFailed:
+                raw = None
+        token = authenticate_token(raw) if raw else None
+        if token is None:
+            raise Unauthenticated(_("Invalid, expired or revoked token."))
+        return Caller(token.user, token, project_header)
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        if request.method not in SAFE_METHODS:
+            reason = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})
+            if reason is not None:
+                raise Forbidden(_("CSRF check failed."))
+        return Caller(user, None, project_header)
+    raise Unauthenticated(_("Authentication required: send a portal token as 'Authorization: Bearer <token>'."))
+
+
+def _basic_password(header: str) -> str | None:
+    parts = header.split()
+    if len(parts) != 2 or parts[0].lower() != "basic":
+        return None
+    try:
+        _user, _sep, password = base64.b64decode(parts[1]).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return password or None
+
+
+def request_data(request: HttpRequest, max_bytes: int | None = None) -> dict:
+    """Query string for GET (lists for repeated keys), the JSON body otherwise."""
+    if request.method in SAFE_METHODS:
+        return {k: (v if k in LIST_PARAMS else v[-1]) for k, v in request.GET.lists()}
+    try:
+        body = request.body
+    except Exception:  # RequestDataTooBig and friends
+        raise InvalidParameter(_("The request body is too large.")) from None
+    if max_bytes is not None and len(body) > max_bytes:
+        raise InvalidParameter(
+            f"Batched logging API requests must be at most {max_bytes} bytes, got a request of size {len(body)}."
+        )
+    if not body.strip():
+        return dict(request.GET.items())
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidParameter(_("Malformed request: the body is not valid JSON.")) from None
+    if not isinstance(data, dict):
+        raise InvalidParameter(_("Malformed request: the body must be a JSON object."))
+    return data
+
+
+class Router:
+    """(method, path regex) → handler(caller, data, path_kwargs) returning a JSON-able dict or a response."""
+
+    def __init__(self) -> None:
+        self.routes: list[tuple[str, re.Pattern, Handler, int | None]] = []
+
+    def route(self, method: str, path: str, *, max_bytes: int | None = None) -> Callable[[Handler], Handler]:
+        pattern = re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path) + "$")
+
+        def register(handler: Handler) -> Handler:
+            self.routes.append((method, pattern, handler, max_bytes))
+            return handler
+
+        return register
+
+    def dispatch(self, request: HttpRequest, endpoint: str) -> HttpResponse:
+        try:
+            handler, kwargs, max_bytes = self._find(request.method or "GET", endpoint)
+            caller = caller_for(request)
+            data = request_data(request, max_bytes)
+            result = handler(caller, data, kwargs)
+        except TrackingError as error:
+            return error_response(error)
+        except Exception:  # a bug, never bad input: say so in MLflow's words
+            logger.exception("MLflow API %s %s failed", request.method, endpoint)
+            return error_response(TrackingError(_("Internal error.")))
+        if isinstance(result, HttpResponse):
+            return result
+        return json_response(result if result is not None else {})
+
+    def _find(self, method: str, endpoint: str) -> tuple[Handler, dict, int | None]:
+        path = endpoint.rstrip("/")
+        allowed = False
+        for route_method, pattern, handler, max_bytes in self.routes:
+            match = pattern.match(path)
+            if match:
+                if route_method == method or (method == "HEAD" and route_method == "GET"):
+                    return handler, match.groupdict(), max_bytes
+                allowed = True
+        if allowed:
+            raise BadEndpoint(f"Method {method} is not allowed on /{path}.")
+        raise BadEndpoint(f"No API endpoint /{path}.")

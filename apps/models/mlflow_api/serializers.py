@@ -1,0 +1,202 @@
+"""MLflow's JSON shapes (protobuf JSON: snake_case, int64 as numbers, ids as strings) of our models.
+
+Runs are serialised in bulk: one query per kind of child (latest metrics, params, tags, inputs) per page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+from apps.models.access import Caller
+from apps.models.models import (
+    Experiment,
+    ExperimentTag,
+    LatestMetric,
+    LoggedModel,
+    ModelAlias,
+    ModelVersion,
+    ModelVersionTag,
+    Param,
+    RegisteredModel,
+    RegisteredModelTag,
+    Run,
+    RunInput,
+    RunTag,
+)
+
+
+def metric_value(value: float, is_nan: bool) -> float | str:
+    if is_nan or value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def experiment_json(caller: Caller, experiment: Experiment, tags: list[tuple[str, str]] | None = None) -> dict:
+    if tags is None:
+        tags = list(ExperimentTag.objects.filter(experiment=experiment).values_list("key", "value"))
+    return {
+        "experiment_id": str(experiment.pk),
+        "name": caller.display_name(experiment.project_id, experiment.name),
+        "artifact_location": experiment.artifact_location,
+        "lifecycle_stage": experiment.lifecycle_stage,
+        "creation_time": experiment.creation_time,
+        "last_update_time": experiment.last_update_time,
+        "tags": [{"key": k, "value": v} for k, v in tags],
+    }
+
+
+def experiments_json(caller: Caller, experiments: Sequence[Experiment]) -> list[dict]:
+    tags: dict[int, list] = defaultdict(list)
+    for exp_id, key, value in ExperimentTag.objects.filter(experiment__in=experiments).values_list(
+        "experiment_id", "key", "value"
+    ):
+        tags[exp_id].append((key, value))
+    return [experiment_json(caller, e, tags[e.pk]) for e in experiments]
+
+
+def run_info(run: Run) -> dict:
+    info = {
+        "run_id": run.run_uuid,
+        "run_uuid": run.run_uuid,
+        "run_name": run.name,
+        "experiment_id": str(run.experiment_id),
+        "user_id": run.user_id_text,
+        "status": run.status,
+        "start_time": run.start_time,
+        "artifact_uri": run.artifact_uri,
+        "lifecycle_stage": run.lifecycle_stage,
+    }
+    if run.end_time is not None:
+        info["end_time"] = run.end_time
+    return info
+
+
+def _children(table: str, columns: str, ids: list[int]) -> list[tuple]:
+    """Rows of a child table for a page of runs. The ids are our own integers, inlined: Django's per-parameter
+    preparation of a 5,000-element IN list cost more than the query itself."""
+    id_list = ",".join(str(int(pk)) for pk in ids)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT run_id, {columns} FROM {table} WHERE run_id IN ({id_list})")
+        return cursor.fetchall()
+
+
+def runs_json(runs: Sequence[Run]) -> list[dict]:
+    """Full runs (info, data, inputs) with one query per kind of child for the whole page."""
+    ids = [r.pk for r in runs]
+    metrics: dict[int, list] = defaultdict(list)
+    params: dict[int, list] = defaultdict(list)
+    tags: dict[int, list] = defaultdict(list)
+    inputs: dict[int, list] = defaultdict(list)
+    if ids:
+        columns = '"key", "value", "timestamp", "step", "is_nan"'
+        for run_id, key, value, timestamp, step, is_nan in _children(LatestMetric._meta.db_table, columns, ids):
+            metrics[run_id].append(
+                {"key": key, "value": metric_value(value, bool(is_nan)), "timestamp": timestamp, "step": step}
+            )
+        for run_id, key, value in _children(Param._meta.db_table, '"key", "value"', ids):
+            params[run_id].append({"key": key, "value": value})
+        for run_id, key, value in _children(RunTag._meta.db_table, '"key", "value"', ids):
+            tags[run_id].append({"key": key, "value": value})
+        input_ids = [row[1] for row in _children(RunInput._meta.db_table, "id", ids)]
+        for item in RunInput.objects.filter(pk__in=input_ids) if input_ids else []:
+            inputs[item.run_id].append(dataset_input_json(item))
+    return [
+        {
+            "info": run_info(r),
+            "data": {"metrics": metrics[r.pk], "params": params[r.pk], "tags": tags[r.pk]},
+            "inputs": {"dataset_inputs": inputs[r.pk]},
+        }
+        for r in runs
+    ]
+
+
+def dataset_input_json(item: RunInput) -> dict:
+    dataset = {"name": item.name, "digest": item.digest, "source_type": item.source_type, "source": item.source}
+    if item.schema:
+        dataset["schema"] = item.schema
+    if item.profile:
+        dataset["profile"] = item.profile
+    return {"tags": [{"key": k, "value": v} for k, v in item.tags.items()], "dataset": dataset}
+
+
+def logged_model_json(logged: LoggedModel) -> dict:
+    info: dict[str, Any] = {
+        "model_id": logged.model_id,
+        "experiment_id": str(logged.experiment_id),
+        "name": logged.name,
+        "artifact_uri": logged.artifact_location,
+        "creation_timestamp_ms": logged.creation_timestamp,
+        "last_updated_timestamp_ms": logged.last_updated_timestamp,
+        "status": logged.status,
+        "status_message": logged.status_message,
+        "model_type": logged.model_type,
+        "tags": [{"key": t.key, "value": t.value} for t in logged.tags.all()],
+    }
+    if logged.source_run_id is not None:
+        info["source_run_id"] = logged.source_run.run_uuid
+    return {"info": info, "data": {"params": [{"key": p.key, "value": p.value} for p in logged.params.all()]}}
+
+
+def model_version_json(caller: Caller, version: ModelVersion, model: RegisteredModel | None = None) -> dict:
+    model = model or version.registered_model
+    data: dict[str, Any] = {
+        "name": caller.display_name(model.project_id, model.name),
+        "version": str(version.version),
+        "creation_timestamp": version.creation_timestamp,
+        "last_updated_timestamp": version.last_updated_timestamp,
+        "user_id": version.user_id_text,
+        "current_stage": version.stage,
+        "description": version.description,
+        "source": version.source,
+        "status": version.status,
+        "status_message": version.status_message,
+        "run_link": version.run_link,
+        "tags": [
+            {"key": k, "value": v}
+            for k, v in ModelVersionTag.objects.filter(model_version=version).values_list("key", "value")
+        ],
+        "aliases": list(ModelAlias.objects.filter(model_version=version).values_list("alias", flat=True)),
+    }
+    if version.run_id is not None:
+        data["run_id"] = Run.objects.filter(pk=version.run_id).values_list("run_uuid", flat=True).first() or ""
+    if version.model_id:
+        data["model_id"] = version.model_id
+    return data
+
+
+def registered_model_json(caller: Caller, model: RegisteredModel, *, latest: bool = True) -> dict:
+    data: dict[str, Any] = {
+        "name": caller.display_name(model.project_id, model.name),
+        "creation_timestamp": model.creation_timestamp,
+        "last_updated_timestamp": model.last_updated_timestamp,
+        "description": model.description,
+        "tags": [
+            {"key": k, "value": v}
+            for k, v in RegisteredModelTag.objects.filter(registered_model=model).values_list("key", "value")
+        ],
+        "aliases": [
+            {"alias": alias, "version": str(number)}
+            for alias, number in ModelAlias.objects.filter(registered_model=model).values_list(
+                "alias", "model_version__version"
+            )
+        ],
+    }
+    if latest:
+        data["latest_versions"] = [model_version_json(caller, v, model) for v in latest_versions(model)]
+    return data
+
+
+def latest_versions(model: RegisteredModel, stages: list[str] | None = None) -> list[ModelVersion]:
+    """The newest version in each stage (MLflow's get-latest-versions)."""
+    by_stage: dict[str, ModelVersion] = {}
+    for version in ModelVersion.objects.filter(registered_model=model).order_by("-version"):
+        by_stage.setdefault(version.stage, version)
+    wanted = {s.lower() for s in stages} if stages else None
+    return [v for s, v in by_stage.items() if wanted is None or s.lower() in wanted]

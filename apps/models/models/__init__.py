@@ -1,0 +1,45 @@
+"""Experiment tracking (experiments, runs and what they log) and the model registry."""
+
+from apps.models.models.registry import (
+    LoggedModel,
+    LoggedModelParam,
+    LoggedModelTag,
+    ModelAlias,
+    ModelVersion,
+    ModelVersionTag,
+    RegisteredModel,
+    RegisteredModelTag,
+)
+from apps.models.models.tracking import (
+    Experiment,
+    ExperimentTag,
+    LatestMetric,
+    Metric,
+    Param,
+    Run,
+    RunInput,
+    RunStatus,
+    RunTag,
+    now_ms,
+)
+
+__all__ = [
+    "Experiment",
+    "ExperimentTag",
+    "LatestMetric",
+    "LoggedModel",
+    "LoggedModelParam",
+    "LoggedModelTag",
+    "Metric",
+    "ModelAlias",
+    "ModelVersion",
+    "ModelVersionTag",
+    "Param",
+    "RegisteredModel",
+    "RegisteredModelTag",
+    "Run",
+    "RunInput",
+    "RunStatus",
+    "RunTag",
+    "now_ms",
+]

@@ -1,0 +1,53 @@
+"""The official `mlflow` client (pinned, its own venv) against the real ASGI server, unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.models.models import Experiment, LoggedModel, ModelVersion, Run
+from tests.factories import make_token
+from tests.models.conftest import run_client
+
+pytestmark = pytest.mark.live
+
+
+def test_the_official_client_tracks_registers_and_loads_a_model(world, live_asgi):
+    token = make_token(world.alice, project=world.project_a)
+    out = run_client("flow.py", live_asgi.url, token, "flow")
+
+    experiment = Experiment.objects.get(pk=out["experiment_id"])
+    assert experiment.project == world.project_a
+    assert experiment.name == out["experiment_name"] == "flow"
+
+    assert out["params"] == {"alpha": "0.5", "beta": "b", "gamma": "3", "p_batch": "1"}
+    assert out["metrics"]["loss"] == pytest.approx(0.2)
+    assert out["metrics"]["acc"] == pytest.approx(0.9)
+    assert out["metrics"]["batch_m"] == 9.0
+    assert out["tags"] == {"team": "vision", "stage": "dev", "t_batch": "x"}
+    assert out["status"] == "FINISHED"
+    assert out["run_name"] == "first"
+    assert out["history"] == [[s, pytest.approx(1 / (s + 1))] for s in range(5)]
+
+    assert out["search_acc"] == ["first"]
+    assert out["search_like"] == ["first"]
+    assert out["search_order"][:2] == ["second", "first"]  # acc 0.5 < 0.9; runs without acc come last
+
+    assert out["root_artifacts"] == [["a.txt", False], ["data", True], ["notes", True]]
+    assert out["data_artifacts"] == [["data/sub", True], ["data/table.csv", False]]
+    assert out["downloaded"] == ["sub/b.txt", "table.csv"]
+    assert out["nested"] == "nested"
+
+    assert {"C", "max_iter"} <= set(out["autolog_params"])
+    assert any(m.startswith("training_") for m in out["autolog_metrics"])
+
+    assert out["version"] == "1"
+    assert out["version_status"] == "READY"
+    assert out["alias_version"] == "1"
+    assert out["predictions"] == out["expected"]
+
+    version = ModelVersion.objects.get(registered_model__name="iris-clf", version=1)
+    assert version.registered_model.project == world.project_a
+    assert version.run == Run.objects.get(name="model")
+    assert "## Intended use" in version.model_card
+    assert "## Limitations" in version.model_card
+    assert LoggedModel.objects.filter(experiment=experiment, name="model").exists()
