@@ -272,8 +272,19 @@ def _fail_unstartable(task: TaskRun, now, reason: str) -> None:
     transaction.on_commit(lambda: advance_run.delay(run_id))  # retry or fail the run as for any failure
 
 
-def revoke_task_token(task: TaskRun) -> None:
+def revoke_task_tokens(token_ids: list[int]) -> None:
     from apps.accounts.models import ApiToken
 
-    if task.api_token_id:
-        ApiToken.objects.filter(pk=task.api_token_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    if token_ids:
+        ApiToken.objects.filter(pk__in=token_ids, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def revoke_tokens_of_ended_tasks() -> int:
+    """Revoke tokens whose attempt has ended but which are still valid (an advance that crashed between
+    recording the end and revoking). Returns how many."""
+    from apps.accounts.models import ApiToken
+
+    ended = TaskRun.objects.filter(api_token__isnull=False).exclude(status__in=TASK_ACTIVE | {TaskStatus.WAITING})
+    return ApiToken.objects.filter(revoked_at__isnull=True, pk__in=ended.values("api_token_id")).update(
+        revoked_at=timezone.now()
+    )

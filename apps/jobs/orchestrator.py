@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps.jobs.dispatcher import dispatch, revoke_task_token
+from apps.jobs.dispatcher import dispatch, revoke_task_tokens, revoke_tokens_of_ended_tasks
 from apps.jobs.logs import run_log_group
 from apps.jobs.models import (
     TASK_ACTIVE,
@@ -111,7 +111,7 @@ def publish_payload(run_id: int, payload: dict[str, Any]) -> None:
 # --- advancing a run -------------------------------------------------------------------------------
 
 
-def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now) -> TaskRun | None:
+def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended: list[int]) -> TaskRun | None:
     """Record what the runtime says about an active task; returns the retry attempt it creates, if any."""
     new = PHASE_TO_STATUS[status.phase]
     if new == task.status:
@@ -129,7 +129,8 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now) -> Ta
     if new == TaskStatus.SUCCEEDED:
         task.output_digest = digest_dir(task.output_dir)
     task.save()
-    revoke_task_token(task)
+    if task.api_token_id:
+        ended.append(task.api_token_id)  # revoked after the dispatch, off the next task's path
     retries = int(node.get("retries", 0))
     if new == TaskStatus.FAILED and task.attempt <= retries and task.run.status != RunStatus.CANCELLING:
         backoff = float(node.get("retry_backoff", 10)) * (2 ** (task.attempt - 1))
@@ -150,15 +151,12 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now) -> Ta
     return None
 
 
-def _sync_active(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now) -> set[str]:
+def _sync_active(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now, ended: list[int]) -> set[str]:
     """Apply the runtime's view of the run's active tasks (one poll for all of them)."""
     changed: set[str] = set()
-    active = [t.pk for t in tasks.values() if t.status in TASK_ACTIVE]
-    if not active:
-        return changed
-    full = list(TaskRun.objects.filter(pk__in=active))
+    active = [t for t in tasks.values() if t.status in TASK_ACTIVE]
     by_runtime: dict[str, list[TaskRun]] = defaultdict(list)
-    for task in full:
+    for task in active:
         task.run = run
         by_runtime[task.runtime].append(task)
     for runtime_name, group in by_runtime.items():
@@ -166,7 +164,7 @@ def _sync_active(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now
         for task in group:
             before = task.status
             tasks[task.node] = task
-            retry = _apply_phase(task, statuses[task.handle], plan.nodes[task.node], now)
+            retry = _apply_phase(task, statuses[task.handle], plan.nodes[task.node], now, ended)
             if retry is not None:
                 tasks[task.node] = retry
             if task.status != before:
@@ -176,6 +174,7 @@ def _sync_active(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now
 
 def advance_run(run_id: int) -> PipelineRun | None:
     """Move one run forward; safe to call any number of times."""
+    ended: list[int] = []  # tokens of attempts that ended
     with transaction.atomic():
         run = (
             PipelineRun.objects.select_for_update(of=("self",))
@@ -189,7 +188,7 @@ def advance_run(run_id: int) -> PipelineRun | None:
         plan = plan_of(run)
         now = timezone.now()
         tasks = node_states(run.pk)
-        changed = _sync_active(run, plan, tasks, now)
+        changed = _sync_active(run, plan, tasks, now, ended)
 
         if run.status == RunStatus.CANCELLING:
             changed |= _cancel_tasks(run, plan, tasks, now, "cancelled")
@@ -206,6 +205,8 @@ def advance_run(run_id: int) -> PipelineRun | None:
         changed.add(node)
     if changed or (run.status, run.reason) != run_before:
         publish_status(run, tasks, changed)
+    # After the dispatch, so the next task's start does not wait for it; `reconcile` sweeps up after a crash.
+    revoke_task_tokens(ended)
     return run
 
 
@@ -313,6 +314,7 @@ def reconcile() -> list[int]:
     repair = getattr(runtime, "repair", None)
     if repair is not None:
         repair()
+    revoke_tokens_of_ended_tasks()
     run_ids = list(
         PipelineRun.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLING])
         .values_list("pk", flat=True)

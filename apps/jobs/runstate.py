@@ -20,6 +20,8 @@ from apps.jobs.dag import topological_order
 from apps.jobs.models import TASK_FINISHED, PipelineRun, TaskRun
 
 STATE_FIELDS = ("id", "run_id", "node", "attempt", "status", "reason", "waiting_reason")
+# What applying the runtime's report to an active task needs besides (saved with save(): loaded fields only).
+ACTIVE_FIELDS = ("runtime", "handle", "output_dir", "cache_key", "resources", "api_token_id", "started_at")
 _PLAN_CACHE_SIZE = 512
 
 
@@ -77,7 +79,7 @@ def plan_of(run: PipelineRun) -> RunPlan:
 def node_states(run_id: int) -> dict[str, TaskRun]:
     """The newest attempt of each node, with only the fields the orchestrator decides on."""
     latest: dict[str, TaskRun] = {}
-    for task in TaskRun.objects.filter(run_id=run_id).only(*STATE_FIELDS).order_by("node", "attempt"):
+    for task in TaskRun.objects.filter(run_id=run_id).only(*STATE_FIELDS, *ACTIVE_FIELDS).order_by("node", "attempt"):
         latest[task.node] = task
     return latest
 

@@ -37,6 +37,7 @@ log = logging.getLogger("portal.agent")
 
 HEARTBEAT_SECONDS = 2.0
 SAMPLE_SECONDS = 1.0
+PRIME_SECONDS = 0.1
 KILL_GRACE_SECONDS = 5.0
 READ_BYTES = 1 << 18
 MAX_PIECE_BYTES = 1 << 16
@@ -150,8 +151,9 @@ class Supervisor:
         deadline = time.monotonic() + workload.timeout if workload.timeout else None
         reason, state = "", None
         peak_rss, cpu_seconds, last_sample = 0, 0.0, time.monotonic()
-        for _spec, proc in procs:
-            tree_usage(proc.pid)  # prime psutil's cpu_percent
+        # psutil's first cpu_percent only primes it, and finding a tree's processes scans /proc: done once
+        # the task has lived PRIME_SECONDS, so a short task never pays for it.
+        prime_at, primed = time.monotonic() + PRIME_SECONDS, False
         while any(proc.poll() is None for _s, proc in procs):
             if self.item.cancel.is_set():
                 state, reason = LocalWorkload.State.CANCELLED, "cancelled"
@@ -166,7 +168,11 @@ class Supervisor:
                 reason = f"replica {failed[0].name} exited with code {failed[1].returncode}"
                 break
             now = time.monotonic()
-            if now - last_sample >= SAMPLE_SECONDS:
+            if not primed and now >= prime_at:
+                for _s, proc in procs:
+                    tree_usage(proc.pid)
+                primed, last_sample = True, now
+            elif primed and now - last_sample >= SAMPLE_SECONDS:
                 cpu, rss = 0.0, 0
                 for _s, proc in procs:
                     c, r = tree_usage(proc.pid)
