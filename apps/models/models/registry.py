@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from apps.models.models.tracking import Experiment, Lifecycle, Run, now_ms
+from apps.models.models.tracking import Experiment, KeyValue, Lifecycle, Run, now_ms
 from apps.projects.querysets import TenantQuerySet
 
 MODEL_CARD_TEMPLATE = """# {name} v{version}
@@ -54,38 +54,26 @@ class LoggedModel(models.Model):
         return self.experiment.project
 
 
-class LoggedModelTag(models.Model):
+class LoggedModelTag(KeyValue):
     """A tag of a logged model."""
 
     model = models.ForeignKey(LoggedModel, on_delete=models.CASCADE, related_name="tags")
-    key = models.CharField(max_length=250)
-    value = models.TextField(blank=True)
 
     tenant_path = "model__experiment__project"
-    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["model", "key"], name="models_loggedmodeltag_unique")]
 
-    def __str__(self) -> str:
-        return self.key
 
-
-class LoggedModelParam(models.Model):
+class LoggedModelParam(KeyValue):
     """A parameter of a logged model (immutable, like a run's)."""
 
     model = models.ForeignKey(LoggedModel, on_delete=models.CASCADE, related_name="params")
-    key = models.CharField(max_length=250)
-    value = models.TextField(blank=True)
 
     tenant_path = "model__experiment__project"
-    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["model", "key"], name="models_loggedmodelparam_unique")]
-
-    def __str__(self) -> str:
-        return self.key
 
 
 class RegisteredModel(models.Model):
@@ -107,21 +95,15 @@ class RegisteredModel(models.Model):
         return self.name
 
 
-class RegisteredModelTag(models.Model):
+class RegisteredModelTag(KeyValue):
     """A tag of a registered model."""
 
     registered_model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="tags")
-    key = models.CharField(max_length=250)
-    value = models.TextField(blank=True)
 
     tenant_path = "registered_model__project"
-    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["registered_model", "key"], name="models_rmtag_unique")]
-
-    def __str__(self) -> str:
-        return self.key
 
 
 class ModelVersion(models.Model):
@@ -174,21 +156,15 @@ class ModelVersion(models.Model):
         return MODEL_CARD_TEMPLATE.format(name=self.registered_model.name, version=self.version)
 
 
-class ModelVersionTag(models.Model):
+class ModelVersionTag(KeyValue):
     """A tag of a model version."""
 
     model_version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="tags")
-    key = models.CharField(max_length=250)
-    value = models.TextField(blank=True)
 
     tenant_path = "model_version__registered_model__project"
-    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["model_version", "key"], name="models_mvtag_unique")]
-
-    def __str__(self) -> str:
-        return self.key
 
 
 class ModelAlias(models.Model):

@@ -33,6 +33,21 @@ class RunStatus(models.TextChoices):
     KILLED = "KILLED", _("Killed")
 
 
+class KeyValue(models.Model):
+    """A key and its value attached to one object (tags, params): the shape MLflow gives them all."""
+
+    key = models.CharField(max_length=250)
+    value = models.TextField(blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value[:40]}"
+
+
 class Experiment(models.Model):
     """A named group of runs inside a project (MLflow's experiment; its id is this primary key)."""
 
@@ -53,21 +68,15 @@ class Experiment(models.Model):
         return self.name
 
 
-class ExperimentTag(models.Model):
+class ExperimentTag(KeyValue):
     """A key/value tag of an experiment (e.g. `mlflow.note.content`)."""
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="tags")
-    key = models.CharField(max_length=250)
-    value = models.TextField(blank=True)
 
     tenant_path = "experiment__project"
-    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["experiment", "key"], name="models_experimenttag_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value[:40]}"
 
 
 class Run(models.Model):
@@ -112,38 +121,26 @@ class Run(models.Model):
         return self.lifecycle_stage == ACTIVE
 
 
-class Param(models.Model):
+class Param(KeyValue):
     """A run's input parameter. Immutable: logging the same key with another value is an error."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="params")
-    key = models.CharField(max_length=250)
-    value = models.TextField(blank=True)
 
     tenant_path = "run__project"
-    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="models_param_unique")]
 
-    def __str__(self) -> str:
-        return f"{self.key}={self.value[:40]}"
 
-
-class RunTag(models.Model):
+class RunTag(KeyValue):
     """A run's tag (mutable; `mlflow.*` keys carry the client's system tags: source, git commit, user…)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tags")
-    key = models.CharField(max_length=250)
-    value = models.TextField(blank=True)
 
     tenant_path = "run__project"
-    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="models_runtag_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value[:40]}"
 
 
 class Metric(models.Model):
