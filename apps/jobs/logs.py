@@ -192,6 +192,7 @@ class LogWriter:
         with self._lock:
             if self._closed:
                 raise RuntimeError("LogWriter is closed")
+            # All queued before any flush: when storing fails, every line stays pending for the next try.
             for text in texts:
                 text = clean_line(text)
                 if not self._pending:
@@ -199,9 +200,10 @@ class LogWriter:
                 # (replica, ts, stream, text): numbered when stored, so a failed insert leaves no gap
                 self._pending.append((replica, ts, stream, text))
                 self._pending_chars += len(text)
-                if len(self._pending) >= self.max_lines or self._pending_chars >= self.max_chars:
-                    self.flush()
-            self.flush_if_due()
+            if len(self._pending) >= self.max_lines or self._pending_chars >= self.max_chars:
+                self.flush()
+            else:
+                self.flush_if_due()
 
     def flush_if_due(self) -> int:
         """Flush if the oldest pending line has waited `max_delay`; returns the number of lines stored."""

@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+import queue
+import threading
+import time
 from collections.abc import Iterator
+from datetime import datetime
 
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from apps.jobs.models import LogLine, ResourceSample, TaskRun, TaskStatus
 from apps.runtime.workload import Phase, Workload
 
+logger = logging.getLogger(__name__)
+
 
 class TaskSink:
-    """Stores a task attempt's lines (through the log writer) and resource samples."""
+    """Stores a task attempt's lines (through the log writer) and resource samples.
+
+    Lines are stored by a thread of the sink's own, so the agent goes on reading the task's pipes while the
+    database takes a batch: reading and storing overlap instead of taking turns. The queue between them is
+    bounded: when storing falls behind, the reader waits, and so, through its full pipe, does the task.
+    """
+
+    # Chunks waiting to be stored (up to 256 KiB each; a busy pipe gives ~64 KiB): enough to keep the
+    # database busy while the next chunk is read, few enough that a line never waits long for its turn.
+    QUEUED_CHUNKS = 2
+    RETRY_SECONDS = 1.0
+    CLOSE_ATTEMPTS = 10  # then the task's end is recorded anyway: a database that is down loses the last lines
 
     def __init__(self, task: TaskRun) -> None:
         from apps.jobs.logs import LogWriter
@@ -19,9 +39,43 @@ class TaskSink:
         self.task = task
         self.writer = LogWriter(task)
         self.samples: list[ResourceSample] = []
+        self._chunks: queue.Queue[tuple[str, str, list[str], datetime] | None] = queue.Queue(self.QUEUED_CHUNKS)
+        self._storer = threading.Thread(target=self._store, name=f"logs-{task.pk}", daemon=True)
+        self._storer.start()
 
     def write_many(self, replica: str, stream: str, texts: list[str]) -> None:
-        self.writer.write_many(replica, stream, texts)
+        self._chunks.put((replica, stream, texts, timezone.now()))  # stamped when read, not when stored
+
+    def _store(self) -> None:
+        try:
+            while True:
+                try:
+                    chunk = self._chunks.get(timeout=self.writer.max_delay)
+                except queue.Empty:
+                    self._attempt(self.writer.flush_if_due)  # also retries a batch that failed
+                    continue
+                if chunk is None:
+                    break
+                replica, stream, texts, ts = chunk
+                self._attempt(functools.partial(self.writer.write_many, replica, stream, texts, ts=ts))
+            for _ in range(self.CLOSE_ATTEMPTS):
+                if self._attempt(self.writer.close):
+                    break
+            else:
+                logger.error("gave up storing the last %d log lines of task %s", self.writer.pending, self.task.pk)
+        finally:
+            connection.close()  # this thread's own
+
+    def _attempt(self, store) -> bool:
+        """Lines that could not be stored stay pending in the writer, for the next attempt."""
+        try:
+            store()
+            return True
+        except DatabaseError:
+            logger.exception("storing log lines of task %s failed; will retry", self.task.pk)
+            connection.close()
+            time.sleep(self.RETRY_SECONDS)
+            return False
 
     def sample(self, cpu_percent: float, rss_bytes: int) -> None:
         self.samples.append(
@@ -31,10 +85,12 @@ class TaskSink:
             self._flush_samples()
 
     def flush_if_due(self) -> None:
-        self.writer.flush_if_due()
+        pass  # the storing thread keeps the writer's max_delay itself
 
     def close(self) -> None:
-        self.writer.close()
+        """Store everything the task printed (the run sees its last lines before it sees it end)."""
+        self._chunks.put(None)
+        self._storer.join()
         self._flush_samples()
 
     def _flush_samples(self) -> None:
