@@ -93,13 +93,14 @@ lint: dev-install
 # into static/vendor with their licences, so running the portal never needs Node.
 vendor:
 	npm ci --ignore-scripts --no-audit --no-fund
-	rm -rf static/vendor && mkdir -p static/vendor/bootstrap static/vendor/bootstrap-icons static/vendor/htmx
+	rm -rf static/vendor && mkdir -p static/vendor/bootstrap static/vendor/bootstrap-icons static/vendor/htmx static/vendor/echarts
 	cp node_modules/bootstrap/dist/css/bootstrap.min.css node_modules/bootstrap/dist/css/bootstrap.min.css.map \
 	   node_modules/bootstrap/dist/js/bootstrap.bundle.min.js node_modules/bootstrap/dist/js/bootstrap.bundle.min.js.map \
 	   node_modules/bootstrap/LICENSE static/vendor/bootstrap/
 	cp -r node_modules/bootstrap-icons/font/bootstrap-icons.min.css node_modules/bootstrap-icons/font/fonts \
 	   node_modules/bootstrap-icons/LICENSE static/vendor/bootstrap-icons/
 	cp node_modules/htmx.org/dist/htmx.min.js node_modules/htmx.org/LICENSE static/vendor/htmx/
+	cp node_modules/echarts/dist/echarts.min.js node_modules/echarts/LICENSE node_modules/echarts/NOTICE static/vendor/echarts/
 
 messages:
 	$(PY) manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore 'node_modules/*'

@@ -52,9 +52,11 @@ IRIS_SPEC: dict[str, Any] = {
 def populate(project: Project, user: Any) -> Pipeline:
     """Idempotently: built-in templates, the iris dataset it reads, and the iris pipeline in the demo project."""
     from apps.datasets import demo as datasets_demo
+    from apps.models import demo as models_demo
 
     load_builtin_templates()
     datasets_demo.populate(project, user)
+    models_demo.populate(project, user)
     existing = Pipeline.objects.filter(project=project, name="iris").first()
     if existing is not None:
         return existing

@@ -284,19 +284,8 @@ def parse_order_by(item: str) -> tuple[str, str, bool]:
     return entity, key, ascending
 
 
-def search_runs(
-    qs: QuerySet[Run],
-    *,
-    filter_string: str | None,
-    order_by: list[str] | None,
-    max_results: int,
-    page_token: str | None,
-) -> tuple[list[Run], str]:
-    """A page of runs from `qs` (already limited to the caller's experiments) and the next page token."""
-    if not 1 <= max_results <= 50000:
-        raise InvalidParameter(
-            f"Invalid value {max_results} for parameter 'max_results' supplied. It must be at most 50000."
-        )
+def filter_and_order_runs(qs: QuerySet[Run], filter_string: str | None, order_by: list[str] | None) -> QuerySet[Run]:
+    """`qs` narrowed by the filter and ordered as search-runs orders (the runs table pages read this too)."""
     for clause in parse_filter(filter_string):
         qs = apply_run_clause(qs, clause)
     ordering = []
@@ -318,8 +307,25 @@ def search_runs(
             raise InvalidParameter(f"Invalid order_by entity '{entity}'.")
         ordering.append(expr.asc(nulls_last=True) if ascending else expr.desc(nulls_last=True))
     ordering += [F("start_time").desc(), F("run_uuid").asc()]
+    return qs.order_by(*ordering)
+
+
+def search_runs(
+    qs: QuerySet[Run],
+    *,
+    filter_string: str | None,
+    order_by: list[str] | None,
+    max_results: int,
+    page_token: str | None,
+) -> tuple[list[Run], str]:
+    """A page of runs from `qs` (already limited to the caller's experiments) and the next page token."""
+    if not 1 <= max_results <= 50000:
+        raise InvalidParameter(
+            f"Invalid value {max_results} for parameter 'max_results' supplied. It must be at most 50000."
+        )
+    qs = filter_and_order_runs(qs, filter_string, order_by)
     offset = decode_token(page_token, "offset")["offset"] if page_token else 0
-    runs = list(qs.order_by(*ordering)[offset : offset + max_results + 1])
+    runs = list(qs[offset : offset + max_results + 1])
     token = ""
     if len(runs) > max_results:
         runs = runs[:max_results]

@@ -40,7 +40,9 @@ def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(agent, live_asgi
     assert metrics["accuracy"] > 0.8
     tracked = run.tasks.get(node="train").tracking_runs.get()
     assert (tracked.experiment.name, tracked.experiment.project, tracked.source_pipeline_run) == ("iris", project, run)
-    version = ModelVersion.objects.get(registered_model__project=project, registered_model__name="iris-classifier")
+    version = ModelVersion.objects.get(  # the demo's own experiment registered the production version
+        registered_model__project=project, registered_model__name="iris-classifier", run=tracked
+    )
     assert (version.run, version.status, [a.alias for a in version.aliases.all()]) == (tracked, "READY", ["staging"])
 
 
@@ -58,4 +60,4 @@ def test_demo_run_prints_the_outcome_and_the_accuracy(agent, settings):
     assert accuracy > 0.8
     assert "No agent was running" not in output  # the fixture's agent did the work
     assert "serving the API from this process" in output
-    assert "Registered: iris-classifier version 1 (alias staging)" in output
+    assert "Registered: iris-classifier version 2 (alias staging)" in output  # 1 is the demo's production model

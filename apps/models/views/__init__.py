@@ -1,0 +1,1 @@
+"""Pages of experiment tracking and the model registry (the MLflow REST API lives in `mlflow_api/`)."""

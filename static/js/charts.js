@@ -1,0 +1,137 @@
+// Metric charts of the tracking pages (vendored Apache ECharts). Each `.metric-chart` names its series in
+// data-series: [{label, url}], where url is the API's downsampled series endpoint (LTTB, ~500 points), so a
+// 1M-point metric costs the browser 500 points. `#parallel-chart` draws the JSON of `#parallel-data`.
+// Tooltips render as canvas rich text (not HTML), so run names and keys cannot inject markup.
+(function () {
+  "use strict";
+  if (typeof echarts === "undefined") return;
+  const charts = [];
+  // One colour per run on every chart of a page (ECharts' default palette, indexed by the run's position).
+  const PALETTE = ["#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#3ba272", "#fc8452", "#9a60b4",
+    "#ea7ccc", "#2f4554"];
+
+  function note(el, text) {
+    const caption = el.closest("figure") && el.closest("figure").querySelector("[data-chart-note]");
+    if (caption) caption.textContent = text;
+  }
+
+  function fetchSeries(item) {
+    return fetch(item.url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (!response.ok) throw new Error(response.status + " " + response.statusText);
+        return response.json();
+      })
+      .then(function (data) {
+        return { label: item.label, index: item.index, data: data };
+      });
+  }
+
+  function drawMetric(el) {
+    let items;
+    try {
+      items = JSON.parse(el.dataset.series || "[]");
+    } catch (e) {
+      return;
+    }
+    Promise.all(items.map(fetchSeries))
+      .then(function (results) {
+        const cell = el.closest("[data-chart-cell]");
+        if (cell && results.every(function (r) { return r.data.total <= 1; })) {
+          cell.remove(); // a single value is in the table below; a one-point chart says nothing more
+          return;
+        }
+        const chart = echarts.init(el);
+        charts.push(chart);
+        const many = results.length > 1;
+        let total = 0;
+        let shown = 0;
+        const series = results.map(function (r) {
+          total += r.data.total;
+          shown += r.data.steps.length;
+          const points = r.data.steps.map(function (step, i) {
+            return [step, r.data.values[i]];
+          });
+          return {
+            name: r.label,
+            type: "line",
+            color: PALETTE[(r.index || 0) % PALETTE.length],
+            data: points,
+            showSymbol: points.length < 40,
+            symbolSize: 5,
+            lineStyle: { width: 1.5 },
+            emphasis: { focus: "series" },
+          };
+        });
+        chart.setOption({
+          animation: false,
+          title: { text: el.dataset.title, left: 4, textStyle: { fontSize: 13, fontWeight: 600 } },
+          tooltip: { trigger: "axis", renderMode: "richText" },
+          legend: many ? { type: "scroll", top: 22 } : { show: false },
+          grid: { left: 56, right: 16, top: many ? 56 : 36, bottom: 36 },
+          xAxis: { type: "value", name: el.dataset.xLabel || "step", nameLocation: "middle", nameGap: 24, min: "dataMin", max: "dataMax" },
+          yAxis: { type: "value", scale: true },
+          dataZoom: [{ type: "inside" }],
+          series: series,
+        });
+        if (total > shown) note(el, shown + " / " + total + " " + (el.dataset.msgDownsampled || "points (downsampled)"));
+        else note(el, total + " " + (el.dataset.msgPoints || "points"));
+      })
+      .catch(function (error) {
+        el.textContent = (el.dataset.msgError || "Could not load the series:") + " " + error.message;
+        el.classList.add("text-danger", "small");
+        el.style.height = "auto";
+      });
+  }
+
+  function drawParallel(el, data) {
+    const chart = echarts.init(el);
+    charts.push(chart);
+    const axes = data.dims.map(function (dim, i) {
+      const axis = { dim: i, name: dim.name, nameLocation: "start", nameTextStyle: { fontSize: 11 } };
+      if (dim.numeric) {
+        axis.type = "value";
+        axis.scale = true;
+      } else {
+        axis.type = "category";
+        const values = [];
+        data.runs.forEach(function (run) {
+          const v = run.values[i];
+          if (v !== null && values.indexOf(String(v)) < 0) values.push(String(v));
+        });
+        axis.data = values.sort();
+      }
+      return axis;
+    });
+    chart.setOption({
+      animation: false,
+      tooltip: { renderMode: "richText" },
+      legend: { type: "scroll", bottom: 0 },
+      parallel: { left: 60, right: 80, top: 40, bottom: 60 },
+      parallelAxis: axes,
+      series: data.runs.map(function (run) {
+        return {
+          name: run.name,
+          type: "parallel",
+          color: PALETTE[data.runs.indexOf(run) % PALETTE.length],
+          lineStyle: { width: 2, opacity: 0.8 },
+          data: [
+            run.values.map(function (v, i) {
+              if (v === null) return "-";
+              return data.dims[i].numeric ? v : String(v);
+            }),
+          ],
+        };
+      }),
+    });
+  }
+
+  document.querySelectorAll(".metric-chart").forEach(drawMetric);
+  const parallel = document.getElementById("parallel-chart");
+  const parallelData = document.getElementById("parallel-data");
+  if (parallel && parallelData) drawParallel(parallel, JSON.parse(parallelData.textContent));
+  window.addEventListener("resize", function () {
+    charts.forEach(function (chart) {
+      chart.resize();
+    });
+  });
+})();
