@@ -168,10 +168,42 @@ def create_run(
             source_task=source_task,
             source_pipeline_run_id=getattr(source_task, "run_id", None),
             git_commit=tags.get(GIT_COMMIT_TAG, "")[:64],
-            image=tags.get(IMAGE_TAG, "")[:500],
+            image=(tags.get(IMAGE_TAG) or (_task_image(source_task) if source_task is not None else ""))[:500],
         )
         RunTag.objects.bulk_create(RunTag(run=run, key=k, value=v) for k, v in tags.items())
+        if source_task is not None:
+            RunInput.objects.bulk_create(_pipeline_inputs(run, source_task), ignore_conflicts=True)
     return run
+
+
+def _task_image(task: Any) -> str:
+    """The image of the template the pipeline task runs (as frozen in its run)."""
+    from apps.jobs.models import JobTemplate
+
+    node = next((n for n in task.run.spec.get("nodes", []) if n.get("name") == task.node), None)
+    if node is None or "template_id" not in node:
+        return ""
+    return JobTemplate.objects.filter(pk=node["template_id"]).values_list("image", flat=True).first() or ""
+
+
+def _pipeline_inputs(run: Run, task: Any) -> list[RunInput]:
+    """The dataset versions the task's pipeline run has read so far (lineage: data → run → model)."""
+    from apps.datasets.models import DatasetUsage
+
+    usages = DatasetUsage.objects.filter(pipeline_run_id=task.run_id, direction="read").select_related(
+        "version__dataset"
+    )
+    return [
+        RunInput(
+            run=run,
+            name=f"{u.version.dataset.name}@v{u.version.number}",
+            digest=u.version.digest[:64],
+            source_type="portal-dataset",
+            source=f"{u.version.dataset.project_id}:{u.version.dataset.name}@{u.version.number}",
+            tags={"portal.dataset_version": str(u.version_id)},
+        )
+        for u in usages
+    ]
 
 
 def check_active(run: Run) -> None:
