@@ -57,6 +57,17 @@ $(MLFLOW_VENV)/.installed: tests/models/requirements-mlflow.txt
 mlflow-env: $(MLFLOW_VENV)/.installed
 .PHONY: mlflow-env
 
+# An older official client (MLflow 2 line) for the compatibility test.
+MLFLOW2_VENV := .venv-mlflow2
+$(MLFLOW2_VENV)/.installed: tests/models/requirements-mlflow2.txt
+	$(PYTHON) -m venv $(MLFLOW2_VENV)
+	$(MLFLOW2_VENV)/bin/pip install --quiet --upgrade pip
+	$(MLFLOW2_VENV)/bin/pip install --quiet -r tests/models/requirements-mlflow2.txt
+	touch $@
+
+mlflow2-env: $(MLFLOW2_VENV)/.installed
+.PHONY: mlflow2-env
+
 # Without SECRET_KEY, settings read this key, generated once (DEBUG stays off).
 var/secret_key:
 	@mkdir -p var

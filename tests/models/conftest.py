@@ -14,6 +14,7 @@ from django.test import Client
 from tests.factories import make_token
 
 CLIENT_PYTHON = Path(settings.BASE_DIR) / ".venv-mlflow" / "bin" / "python"
+OLDER_CLIENT_PYTHON = Path(settings.BASE_DIR) / ".venv-mlflow2" / "bin" / "python"  # the MLflow 2 line
 CLIENTS = Path(__file__).parent / "clients"
 
 
@@ -98,10 +99,13 @@ def assert_error(response, status: int, code: str) -> dict:
     return body
 
 
-def run_client(script: str, server_url: str, token: str, *args: str, timeout: int = 300) -> dict:
+def run_client(
+    script: str, server_url: str, token: str, *args: str, timeout: int = 300, python: Path = CLIENT_PYTHON
+) -> dict:
     """Run a script of tests/models/clients with the official mlflow client; returns its JSON output."""
-    if not CLIENT_PYTHON.exists():
-        pytest.skip("the official client's venv is missing: run `make mlflow-env`")
+    if not python.exists():
+        target = "mlflow2-env" if python == OLDER_CLIENT_PYTHON else "mlflow-env"
+        pytest.skip(f"the official client's venv is missing: run `make {target}`")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DJANGO_"))},
         "MLFLOW_TRACKING_URI": server_url,
@@ -111,7 +115,7 @@ def run_client(script: str, server_url: str, token: str, *args: str, timeout: in
         "PYTHONUNBUFFERED": "1",
     }
     result = subprocess.run(
-        [str(CLIENT_PYTHON), str(CLIENTS / script), *args],
+        [str(python), str(CLIENTS / script), *args],
         env=env, capture_output=True, text=True, timeout=timeout, cwd=str(CLIENTS),
     )  # fmt: skip
     assert result.returncode == 0, f"{script} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"

@@ -6,7 +6,7 @@ import pytest
 
 from apps.models.models import Experiment, LoggedModel, ModelVersion, Run
 from tests.factories import make_token
-from tests.models.conftest import run_client
+from tests.models.conftest import OLDER_CLIENT_PYTHON, run_client
 
 pytestmark = pytest.mark.live
 
@@ -51,3 +51,21 @@ def test_the_official_client_tracks_registers_and_loads_a_model(world, live_asgi
     assert "## Intended use" in version.model_card
     assert "## Limitations" in version.model_card
     assert LoggedModel.objects.filter(experiment=experiment, name="model").exists()
+
+
+def test_an_older_client_of_the_mlflow_2_line_does_the_same_flow(world, live_asgi):
+    """MLflow 2 differs where it matters here: log_model takes an artifact path and records no logged model
+    (no /logged-models calls); everything else, registry and pyfunc loading included, is the same."""
+    token = make_token(world.alice, project=world.project_a)
+    out = run_client("flow.py", live_asgi.url, token, "flow2", python=OLDER_CLIENT_PYTHON)
+
+    assert out["client_version"].startswith("2.")
+    experiment = Experiment.objects.get(pk=out["experiment_id"])
+    assert (experiment.project, experiment.name) == (world.project_a, "flow2")
+    assert out["params"] == {"alpha": "0.5", "beta": "b", "gamma": "3", "p_batch": "1"}
+    assert out["history"] == [[s, pytest.approx(1 / (s + 1))] for s in range(5)]
+    assert out["search_acc"] == ["first"]
+    assert out["downloaded"] == ["sub/b.txt", "table.csv"]
+    assert (out["version"], out["version_status"], out["alias_version"]) == ("1", "READY", "1")
+    assert out["predictions"] == out["expected"]
+    assert not LoggedModel.objects.filter(experiment=experiment).exists()

@@ -16,6 +16,7 @@ experiment_name = sys.argv[1] if len(sys.argv) > 1 else "flow"
 out = {}
 client = MlflowClient()
 experiment = mlflow.set_experiment(experiment_name)
+out["client_version"] = mlflow.__version__
 out["experiment_id"] = experiment.experiment_id
 out["experiment_name"] = experiment.name
 
@@ -83,7 +84,9 @@ out["autolog_metrics"] = sorted(auto.data.metrics)
 
 with mlflow.start_run(run_name="model") as model_run:
     model = LogisticRegression(max_iter=300).fit(X, y)
-    info = mlflow.sklearn.log_model(model, name="model", input_example=X[:2], pip_requirements=["scikit-learn"])
+    # MLflow 3 names a logged model (and records it through /logged-models); MLflow 2 gives its artifact path.
+    where = {"name": "model"} if int(mlflow.__version__.split(".")[0]) >= 3 else {"artifact_path": "model"}
+    info = mlflow.sklearn.log_model(model, input_example=X[:2], pip_requirements=["scikit-learn"], **where)
 out["model_uri"] = info.model_uri
 version = mlflow.register_model(f"runs:/{model_run.info.run_id}/model", "iris-clf")
 out["version"] = version.version
