@@ -33,7 +33,8 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
-SITE_URL = envstr("SITE_URL", "http://127.0.0.1:8000")
+# Where tasks reach the API (and tracking API); `make run PORT=…` starts every process with PORTAL_PORT.
+SITE_URL = envstr("SITE_URL", f"http://127.0.0.1:{envint('PORTAL_PORT', 8000)}")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
