@@ -121,7 +121,7 @@ class TaskListener:
             if started.update(status=TaskStatus.RUNNING, started_at=timezone.now()):
                 _publish_started(run_id, task_id, workload.labels)
             return
-        advance_run.delay(run_id)
+        advance_run.delay(run_id, int(workload.labels["task_run"]))
 
     def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
         task_id = int(workload_uid.rsplit("-", 1)[-1])
