@@ -2,7 +2,8 @@
 
 The portal runs as it does in production (uvicorn, one process); the client is `apps.datasets.publish.Client`
 (32 MiB chunks, `Upload-Offset`, whole-file SHA-256 verified by the server). Prints both throughputs, their
-ratio and the web process's peak RSS growth (targets: ≥ 0.5× copy speed, RSS growth < 100 MB).
+ratio, the web process's peak RSS growth (targets: ≥ 0.5× copy speed, RSS growth < 100 MB) and the CPU time
+of the web process and of the client during the upload (steadier than wall times on a shared machine).
 
     .venv/bin/python bench/datasets.py [--size-mb 2048] [--chunk-mb 32]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override)
@@ -56,6 +57,14 @@ class RssSampler(threading.Thread):
         while self.running:
             self.peak = max(self.peak, self.rss())
             time.sleep(0.02)
+
+
+def cpu_seconds(proc=None) -> tuple[float, float]:
+    """(user, system) CPU time of `proc` (a psutil.Process) or of this process, all threads."""
+    import psutil
+
+    times = (proc or psutil.Process()).cpu_times()
+    return times.user, times.system
 
 
 def main() -> None:
@@ -114,6 +123,7 @@ def main() -> None:
         sampler = RssSampler(web.pid)
         baseline = sampler.rss()
         sampler.start()
+        web_cpu, client_cpu = cpu_seconds(sampler.proc), cpu_seconds()
         started = time.perf_counter()
         session = client.json("POST", "dataset-uploads/", {"project": "bench", "dataset": dataset.pk})
         upload = client.json(
@@ -122,6 +132,8 @@ def main() -> None:
         client.send_file(upload, source, chunk=args.chunk_mb * 2**20, pipeline=args.pipeline)
         version = client.json("POST", f"dataset-uploads/{session['id']}/commit/", {})
         upload_s = time.perf_counter() - started
+        web_cpu = tuple(b - a for a, b in zip(web_cpu, cpu_seconds(sampler.proc), strict=True))
+        client_cpu = tuple(b - a for a, b in zip(client_cpu, cpu_seconds(), strict=True))
         sampler.running = False
         sampler.join()
         assert version["total_size"] == size
@@ -142,6 +154,8 @@ def main() -> None:
           " the portal fsyncs each blob before a version can point at it)")  # fmt: skip
     print(f"web RSS: baseline {baseline / 2**20:.0f} MiB, peak {sampler.peak / 2**20:.0f} MiB, growth {growth:.0f} MiB"
           "   (target < 100 MB)")  # fmt: skip
+    print(f"CPU during the upload (user + system): web process {web_cpu[0]:.2f} + {web_cpu[1]:.2f} s, "
+          f"client {client_cpu[0]:.2f} + {client_cpu[1]:.2f} s")  # fmt: skip
     print(f"(client-side SHA-256 of the file, not in the upload time: {client_hash_s:.2f} s)")
     shutil.rmtree(var, ignore_errors=True)
 

@@ -1,4 +1,4 @@
-"""ASGI entry point: Django for HTTP, Channels consumers for websockets under /ws/."""
+"""ASGI entry point: Django for HTTP (dataset upload chunks streamed), Channels consumers for websockets under /ws/."""
 
 import os
 
@@ -12,11 +12,13 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from apps.datasets.asgi import ChunkUploadRoute  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # Upload chunks (PATCH) stream into their partial file instead of being spooled first.
+        "http": ChunkUploadRoute(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -134,12 +134,17 @@ class Client:
     def _send_chunks(self, conns, path: str, fh, offset: int, size: int, chunk: int) -> tuple[dict, int]:
         inflight: list[http.client.HTTPConnection] = []
         next_offset, turn, upload = offset, 0, {}
+        # One buffer for every chunk: request() returns once the body is sent, so it is free again, and a
+        # fresh 32 MiB bytes object per chunk would cost its page faults each time.
+        buffer = memoryview(bytearray(min(chunk, size - offset)))
         while next_offset < size or inflight:
             if next_offset < size and len(inflight) < len(conns):
                 conn = conns[turn % len(conns)]
                 turn += 1
                 fh.seek(next_offset)
-                data = fh.read(min(chunk, size - next_offset))
+                data = buffer[: fh.readinto(buffer[: min(chunk, size - next_offset)])]
+                if not data:
+                    raise PublishError(f"{fh.name} is shorter than {size} bytes")
                 headers = {
                     "Authorization": f"Bearer {self.token}",
                     "Content-Type": "application/offset+octet-stream",

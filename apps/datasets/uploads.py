@@ -12,7 +12,7 @@ import base64
 import binascii
 import fcntl
 import hashlib
-import os
+import queue
 import re
 import shutil
 import threading
@@ -35,7 +35,7 @@ from apps.datasets.quota import check_quota
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 READ_BLOCK = 1024 * 1024
-FAST_BLOCK = 8 * 1024 * 1024
+THREAD_MIN = 4 * 1024 * 1024  # chunks from this size on are hashed in a second thread while they are written
 CHUNK_WAIT = 2.0  # seconds a chunk from ahead waits without the file growing before it is refused (409)
 
 
@@ -158,14 +158,12 @@ def write_chunk(
     read: Callable[[int], bytes],
     length: int | None,
     checksum: bytes | None = None,
-    source: tuple[int, int] | None = None,
 ) -> UploadFile:
     """Append the bytes `read()` yields at `offset`; finish the file when it is complete.
 
-    Streams in 1 MiB blocks (flat memory). A chunk whose checksum does not match is dropped whole.
-    `source` = (fd, position) of a regular file holding the body (the ASGI server's spooled request body):
-    the bytes are then hashed from the page cache and copied by the kernel (copy_file_range), with no second
-    trip through Python.
+    `read` is the request body as it arrives (apps.datasets.asgi streams it: nothing is spooled first), so
+    each byte is written once, to the partial file, and hashed on the way. A chunk that is cut off, too long
+    or whose checksum does not match is dropped whole.
     """
     _require_open(upload.session)
     if upload.blob_id is not None or (upload.archive and upload.offset >= upload.size and upload.size > 0):
@@ -173,8 +171,8 @@ def write_chunk(
     part = partial_path(upload)
     if not part.exists():
         raise ValidationError({"file": [_("This upload was cleaned up; start a new one.")]})
-    with part.open("r+b") as fh:
-        stored = _lock_at(fh, offset)
+    with part.open("r+b", buffering=0) as fh:
+        stored = _lock_at(fh, offset, lambda: _committed_offset(upload))
         room = upload.size - stored
         if length is not None and length > room:
             raise ValidationError(
@@ -185,25 +183,15 @@ def write_chunk(
                 }
             )
         hasher = _take_hasher(upload, stored)
+        before = hasher.copy() if hasher is not None else None  # kept if this chunk is dropped
         chunk_hash = hashlib.sha256() if checksum is not None else None
-        written = 0
-        want = room if length is None else length
+        hashers = [h for h in (hasher, chunk_hash) if h is not None]
         try:
-            if source is not None and length is not None:
-                written = _copy_from_fd(source, fh, length, [h for h in (hasher, chunk_hash) if h is not None])
-                if written < length:
-                    raise ValidationError({"chunk": [_("The chunk is shorter than its Content-Length.")]})
-            while source is None and written < want:
-                block = read(min(READ_BLOCK, want - written))
-                if not block:
-                    break
-                fh.write(block)
-                written += len(block)
-                if hasher is not None:
-                    hasher.update(block)
-                if chunk_hash is not None:
-                    chunk_hash.update(block)
-            if source is None and length is None and read(1):
+            fh.seek(stored)
+            written = _write_hashing(read, fh, room if length is None else length, hashers)
+            if length is not None and written < length:
+                raise ValidationError({"chunk": [_("The chunk is shorter than its Content-Length.")]})
+            if length is None and read(1):
                 raise ValidationError(
                     {
                         "chunk": [
@@ -216,10 +204,12 @@ def write_chunk(
                     {"checksum": [_("The chunk's SHA-256 does not match its Upload-Checksum; it was discarded.")]}
                 )
         except BaseException:
-            fh.truncate(stored)  # an unverified or overlong chunk never counts
+            fh.truncate(stored)  # an unverified, overlong or cut-off chunk never counts
+            if before is not None and stored < upload.size:
+                _keep_hasher(upload, stored, before)  # a retry from here still needs no re-read
             raise
-        fh.flush()
         new_offset = stored + written
+        blobs.start_writeback(fh.fileno(), stored, written)
         # Still under the lock: the next chunk's request finds the offset and the running hash up to date.
         UploadFile.objects.filter(pk=upload.pk).update(offset=new_offset)
         UploadSession.objects.filter(pk=upload.session_id).update(updated_at=timezone.now())
@@ -231,7 +221,7 @@ def write_chunk(
     return upload
 
 
-def _lock_at(fh, offset: int) -> int:
+def _lock_at(fh, offset: int, committed: Callable[[], int]) -> int:
     """Lock the partial file once it holds exactly `offset` bytes; returns that length.
 
     A pipelining client sends chunk N+1 while chunk N is still being stored: N+1 waits for N (in whatever
@@ -258,7 +248,8 @@ def _lock_at(fh, offset: int) -> int:
                 )
         if stored != last:  # progress: give the chunks before this one time to land
             last, deadline = stored, time.monotonic() + CHUNK_WAIT
-        elif time.monotonic() > deadline:
+        elif time.monotonic() > deadline:  # a stalled writer's bytes do not count: report what is verified
+            stored = committed()
             raise OffsetConflict(
                 stored,
                 _("The chunk starts at %(got)d but the server has %(have)d bytes.") % {"got": offset, "have": stored},
@@ -266,54 +257,66 @@ def _lock_at(fh, offset: int) -> int:
         time.sleep(0.005)
 
 
-def _copy_from_fd(source: tuple[int, int], out, count: int, hashers: list) -> int:
-    """Let the kernel copy `count` bytes of the source file to `out` while this thread hashes them.
+def _committed_offset(upload: UploadFile) -> int:
+    return UploadFile.objects.filter(pk=upload.pk).values_list("offset", flat=True).first() or 0
 
-    Both release the GIL: on two cores the chunk costs the longer of the two, not their sum.
+
+def _write_hashing(read: Callable[[int], bytes], out, count: int, hashers: list) -> int:
+    """Write up to `count` bytes from `read` to `out` and feed them to `hashers`; returns how many came.
+
+    Big chunks are hashed in a second thread while this one writes: SHA-256 and the write both release the
+    GIL, so on two cores a chunk costs the longer of the two, not their sum (SHA-256 is ~2/3 of the work).
     """
-    fd, start = source
-    count = min(count, max(os.fstat(fd).st_size - start, 0))
-    out.flush()
-    dest = out.tell()
-    result: dict[str, object] = {}
-
-    def copy() -> None:
-        copied = 0
-        try:
-            while copied < count:
-                try:
-                    n = os.copy_file_range(fd, out.fileno(), count - copied, start + copied, dest + copied)
-                except OSError:  # no copy_file_range between these files: plain reads and writes
-                    n = len(data := os.pread(fd, min(FAST_BLOCK, count - copied), start + copied))
-                    os.pwrite(out.fileno(), data, dest + copied)
-                if not n:
-                    break
-                copied += n
-        except BaseException as exc:  # re-raised in the request's thread
-            result["error"] = exc
-        result["copied"] = copied
-
-    copier = threading.Thread(target=copy, name="chunk-copy")
-    copier.start()
+    hashing = _HashThread(hashers) if hashers and count >= THREAD_MIN else None
+    written = 0
     try:
-        if hashers:
-            buf = bytearray(FAST_BLOCK)
-            view = memoryview(buf)
-            done = 0
-            while done < count:
-                n = os.preadv(fd, [view[: min(FAST_BLOCK, count - done)]], start + done)
-                if not n:
-                    break
+        while written < count:
+            block = read(min(READ_BLOCK, count - written))
+            if not block:
+                break
+            if hashing is not None:
+                hashing.feed(block)
+            else:
                 for h in hashers:
-                    h.update(view[:n])
-                done += n
+                    h.update(block)
+            view = memoryview(block)
+            while view:  # an unbuffered write may take less than it was given
+                view = view[out.write(view) :]
+            written += len(block)
     finally:
-        copier.join()
-    if "error" in result:
-        raise result["error"]  # type: ignore[misc]
-    copied = int(result["copied"])  # type: ignore[arg-type]
-    out.seek(dest + copied)
-    return copied
+        if hashing is not None:
+            hashing.close()
+    return written
+
+
+class _HashThread:
+    """Hashes the blocks it is fed, in order, in a thread of its own (a bounded queue: flat memory)."""
+
+    def __init__(self, hashers: list) -> None:
+        self.hashers = hashers
+        self.blocks: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="chunk-hash", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (block := self.blocks.get()) is not None:
+            if self.error is None:
+                try:
+                    for h in self.hashers:
+                        h.update(block)
+                except BaseException as exc:  # re-raised by close() in the request's thread
+                    self.error = exc
+
+    def feed(self, block: bytes) -> None:
+        self.blocks.put(block)
+
+    def close(self) -> None:
+        """Wait until every block fed is hashed."""
+        self.blocks.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _finish_file(upload: UploadFile, hasher) -> None:

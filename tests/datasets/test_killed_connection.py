@@ -35,7 +35,7 @@ def _json(server, token, method, path, payload):
 def test_an_upload_resumes_after_the_connection_is_killed_mid_chunk(world, live_asgi):
     token = make_token(world.alice)
     ds = dataset(world.project_a, world.alice)
-    content = bytes(range(256)) * 4096 * 4  # 4 MiB
+    content = bytes(range(256)) * 4096 * 8  # 8 MiB
     digest = hashlib.sha256(content).hexdigest()
     session = _json(live_asgi, token, "POST", "/api/v1/dataset-uploads/", {"project": "project-a", "dataset": ds.pk})
     upload = _json(
@@ -43,7 +43,7 @@ def test_an_upload_resumes_after_the_connection_is_killed_mid_chunk(world, live_
         {"path": "blob.bin", "size": len(content), "sha256": digest},
     )  # fmt: skip
     url = f"/api/v1/dataset-upload-files/{upload['id']}/"
-    first = 3_000_000  # over Django's 2.5 MB spooling threshold: the copy_file_range path
+    first = 5_000_000  # over THREAD_MIN: hashed in a second thread while it is written
     response, _ = _request(
         live_asgi, token, "PATCH", url, content[:first],
         {"Content-Type": "application/offset+octet-stream", "Upload-Offset": "0"},
@@ -81,12 +81,12 @@ def test_an_upload_resumes_after_the_connection_is_killed_mid_chunk(world, live_
 
 
 def test_big_chunks_are_checked_before_they_count(world, live_asgi):
-    """Chunks over 2.5 MB take the spooled-file path (hash, then kernel copy): checksums hold there too."""
+    """Chunks from THREAD_MIN on are hashed in a second thread while they are written: checksums hold there too."""
     import base64
 
     token = make_token(world.alice)
     ds = dataset(world.project_a, world.alice)
-    content = bytes(range(256)) * 4096 * 3  # 3 MiB
+    content = bytes(range(256)) * 4096 * 5  # 5 MiB
     session = _json(live_asgi, token, "POST", "/api/v1/dataset-uploads/", {"project": "project-a", "dataset": ds.pk})
     upload = _json(
         live_asgi, token, "POST", f"/api/v1/dataset-uploads/{session['id']}/files/",
@@ -117,7 +117,7 @@ def test_a_pipelining_client_gets_its_chunks_stored_in_order(world, live_asgi, t
     token = make_token(world.alice)
     ds = dataset(world.project_a, world.alice)
     source = tmp_path / "big.bin"
-    source.write_bytes(bytes(range(256)) * 4096 * 12)  # 12 MiB: four 3 MiB chunks through the spooled path
+    source.write_bytes(bytes(range(256)) * 4096 * 20)  # 20 MiB: four 5 MiB chunks, each hashed while written
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     client = Client(f"{live_asgi.url}/api/v1/", token)
     try:
@@ -126,7 +126,7 @@ def test_a_pipelining_client_gets_its_chunks_stored_in_order(world, live_asgi, t
             "POST", f"dataset-uploads/{session['id']}/files/",
             {"path": "big.bin", "size": source.stat().st_size, "sha256": digest},
         )  # fmt: skip
-        done = client.send_file(upload, source, chunk=3 * 2**20, pipeline=3)
+        done = client.send_file(upload, source, chunk=5 * 2**20, pipeline=3)
         assert done["complete"] is True
         version = client.json("POST", f"dataset-uploads/{session['id']}/commit/", {})
     finally:

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import os
-import stat
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Max, QuerySet
-from django.http import StreamingHttpResponse
+from django.http import StreamingHttpResponse, UnreadablePostError
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -308,30 +306,23 @@ class UploadFileViewSet(
         try:
             upload = uploads.write_chunk(
                 upload, int(raw_offset), django_request.read, int(length) if length and length.isdigit() else None,
-                checksum, source=_spooled_body(django_request),
+                checksum,
             )  # fmt: skip
         except uploads.OffsetConflict as exc:
             response = Response({"detail": str(exc), "offset": exc.offset}, status=status.HTTP_409_CONFLICT)
             response["Upload-Offset"] = str(exc.offset)
             return response
+        except UnreadablePostError:
+            # The connection closed mid-chunk (streamed body, apps.datasets.asgi): the chunk was dropped whole
+            # and nobody is left to read an answer; not a server error.
+            return Response(
+                {"detail": _("The connection closed before the chunk arrived whole; it was discarded.")},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
         return _with_offset(Response(self.get_serializer(upload).data), upload)
 
     def perform_destroy(self, instance: UploadFile) -> None:
         uploads.remove_file(instance)
-
-
-def _spooled_body(django_request) -> tuple[int, int] | None:
-    """(fd, position) of the request body when the ASGI handler spooled it to a file on disk, else None."""
-    body = getattr(django_request, "_stream", None)
-    if not getattr(body, "_rolled", False) or getattr(django_request, "_read_started", False):
-        return None
-    try:
-        fd = body.fileno()
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return fd, body.tell()
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 def _with_offset(response: Response, upload: UploadFile) -> Response:
