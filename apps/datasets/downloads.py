@@ -1,4 +1,5 @@
-"""Streamed downloads: one file of a version, or the whole version as a zip built on the fly."""
+"""Streamed downloads: one file of a version, or the whole version as a zip built on the fly (kept streaming
+under ASGI by portal.lib.streaming)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import posixpath
 import zipfile
 from collections.abc import Iterator
 
-from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, StreamingHttpResponse
 from django.utils.translation import gettext as _
 
@@ -29,30 +28,10 @@ def _attachment(name: str) -> str:
     return content_disposition_header(True, name)
 
 
-def streamed(request: HttpRequest, chunks: Iterator[bytes], **kwargs) -> StreamingHttpResponse:
-    """A streaming response that stays streaming under both servers.
-
-    Django's ASGI handler would read a synchronous iterator to the end (into memory) before sending a byte,
-    so under ASGI each chunk is pulled in a worker thread from an async iterator. The iterator must not
-    touch the database (resolve rows before streaming).
-    """
-    if isinstance(getattr(request, "_request", request), ASGIRequest):
-        return StreamingHttpResponse(_async_chunks(chunks), **kwargs)
-    return StreamingHttpResponse(chunks, **kwargs)
-
-
-async def _async_chunks(chunks: Iterator[bytes]):
-    end = object()
-    pull = sync_to_async(next, thread_sensitive=False)
-    iterator = iter(chunks)
-    while (chunk := await pull(iterator, end)) is not end:
-        yield chunk
-
-
 def file_response(request: HttpRequest, version: DatasetVersion, path: str) -> StreamingHttpResponse:
     entry = get_file(version, path)
     content_type = mimetypes.guess_type(entry.path)[0] or "application/octet-stream"
-    response = streamed(request, blobs.open_chunks(entry.blob_id), content_type=content_type)
+    response = StreamingHttpResponse(blobs.open_chunks(entry.blob_id), content_type=content_type)
     response["Content-Length"] = str(entry.size)
     response["Content-Disposition"] = _attachment(posixpath.basename(entry.path))
     response["ETag"] = f'"{entry.blob_id}"'
@@ -102,7 +81,7 @@ def zip_stream(entries: list[tuple[str, str, int]], date_time: tuple) -> Iterato
 def zip_response(request: HttpRequest, version: DatasetVersion) -> StreamingHttpResponse:
     entries = list(version.files.values_list("path", "blob_id", "size"))
     chunks = zip_stream(entries, version.created_at.timetuple()[:6])
-    response = streamed(request, chunks, content_type="application/zip")
+    response = StreamingHttpResponse(chunks, content_type="application/zip")
     response["Content-Disposition"] = _attachment(f"{version.dataset.name}-v{version.number}.zip")
     return response
 
@@ -122,6 +101,6 @@ def thumbnail_response(request: HttpRequest, version: DatasetVersion, path: str)
         with st.open(name, "rb") as fh:
             yield fh.read()
 
-    response = streamed(request, chunks(), content_type="image/png")
+    response = StreamingHttpResponse(chunks(), content_type="image/png")
     response["Cache-Control"] = "private, max-age=86400"
     return response
