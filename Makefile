@@ -45,28 +45,23 @@ $(TRAIN_VENV)/.installed: requirements-train.txt $(VENV)/.installed
 
 train-env: $(TRAIN_VENV)/.installed
 
-# The official MLflow client (and `mlflow server` for bench/tracking.py) in its own venv: mlflow pulls in pandas,
-# pyarrow, SQLAlchemy, Flask… (~850 MB) that the portal does not need. tests/models drive it through subprocesses.
-MLFLOW_VENV := .venv-mlflow
-$(MLFLOW_VENV)/.installed: tests/models/requirements-mlflow.txt
-	$(PYTHON) -m venv $(MLFLOW_VENV)
-	$(MLFLOW_VENV)/bin/pip install --quiet --upgrade pip
-	$(MLFLOW_VENV)/bin/pip install --quiet -r tests/models/requirements-mlflow.txt
+# The official MLflow clients, each in a venv of its own (tests/models drive them through subprocesses):
+# mlflow pulls in pandas, pyarrow, SQLAlchemy, Flask… (~850 MB) that the portal does not need.
+# .venv-mlflow: the current client (and `mlflow server` for bench/tracking.py); .venv-mlflow2: the MLflow 2 line.
+define client-venv
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/pip install --quiet --upgrade pip
+	$(@D)/bin/pip install --quiet -r $<
 	touch $@
+endef
+.venv-mlflow/.installed: tests/models/requirements-mlflow.txt
+	$(client-venv)
+.venv-mlflow2/.installed: tests/models/requirements-mlflow2.txt
+	$(client-venv)
 
-mlflow-env: $(MLFLOW_VENV)/.installed
-.PHONY: mlflow-env
-
-# An older official client (MLflow 2 line) for the compatibility test.
-MLFLOW2_VENV := .venv-mlflow2
-$(MLFLOW2_VENV)/.installed: tests/models/requirements-mlflow2.txt
-	$(PYTHON) -m venv $(MLFLOW2_VENV)
-	$(MLFLOW2_VENV)/bin/pip install --quiet --upgrade pip
-	$(MLFLOW2_VENV)/bin/pip install --quiet -r tests/models/requirements-mlflow2.txt
-	touch $@
-
-mlflow2-env: $(MLFLOW2_VENV)/.installed
-.PHONY: mlflow2-env
+mlflow-env: .venv-mlflow/.installed
+mlflow2-env: .venv-mlflow2/.installed
+.PHONY: mlflow-env mlflow2-env
 
 # Without SECRET_KEY, settings read this key, generated once (DEBUG stays off).
 var/secret_key:
