@@ -75,11 +75,17 @@ def dispatch() -> dict[int, dict[str, TaskRun]]:
         if not waiting:
             return {}
         runtime = get_runtime()
-        capacity = runtime.capacity()
-        active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
+        # What is in use only matters when a waiting task asks for resources, its project has limits or its
+        # pipeline a parallelism: otherwise "is there a runtime at all" is the one question (no queries).
+        if any(any(_need(t.resources)) for t in waiting):
+            capacity = runtime.capacity()
+        else:
+            capacity = NOTHING_NEEDED if runtime.ready() else None
         per_project: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
         per_run: dict[int, int] = defaultdict(int)
-        for row in active:
+        counted = any(_limited(t) for t in waiting)
+        active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
+        for row in active if counted else ():
             used = per_project[row["run__project_id"]]
             for i, value in enumerate(_need(row["resources"])):
                 used[i] += value
@@ -110,6 +116,16 @@ def dispatch() -> dict[int, dict[str, TaskRun]]:
         if chosen:
             _submit(chosen, runtime, now)
     return changed
+
+
+NOTHING_NEEDED = Capacity(cpu=0, memory_bytes=0, gpu=0, total_cpu=0, total_memory_bytes=0, total_gpu=0)
+
+
+def _limited(task: TaskRun) -> bool:
+    """Whether usage counts for the task: its pipeline caps parallelism or its project has a quota limit."""
+    quota = getattr(task.run.project, "quota", None)
+    limits = (quota.concurrent_runs, quota.cpu_cores, quota.memory_bytes, quota.gpus) if quota else ()
+    return bool(plan_of(task.run).parallelism) or any(limit is not None for limit in limits)
 
 
 def _why_wait(task: TaskRun, per_project, per_run, free, capacity: Capacity | None) -> str:

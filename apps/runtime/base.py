@@ -43,6 +43,10 @@ class Runtime(ABC):
     def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
         """(replica, seq, iso timestamp, stream, text) from `since` on."""
 
+    def ready(self) -> bool:
+        """Whether the runtime can take work now (backends answer it more cheaply than `capacity`)."""
+        return self.capacity() is not None
+
     @abstractmethod
     def capacity(self) -> Capacity | None:
         """Free and total resources, or None when the runtime cannot currently take work (agent down)."""

@@ -25,6 +25,7 @@ def live_agents():
 
 _addresses: tuple[float, list[str]] = (0.0, [])
 ADDRESS_TTL = 0.25  # seconds: a busy dispatcher looks agents up a few times a second, not per task
+_ready_at = float("-inf")
 
 
 def wake_agents() -> None:
@@ -87,6 +88,18 @@ class LocalRuntime(Runtime):
             return iter(())
         listener = hooks.listener_for(Workload.from_dict(row.spec))
         return listener.logs(handle, since) if listener else iter(())
+
+    def ready(self) -> bool:
+        """A live agent exists (remembered for ADDRESS_TTL: agents heartbeat every 2 s and count as dead only
+        after PORTAL_AGENT_TIMEOUT, so a quarter of a second changes nothing)."""
+        global _ready_at
+        now = time.monotonic()
+        if now - _ready_at < ADDRESS_TTL:
+            return True
+        if live_agents().exists():
+            _ready_at = now
+            return True
+        return False
 
     def capacity(self) -> Capacity | None:
         agent = live_agents().order_by("-heartbeat_at").first()
