@@ -27,9 +27,9 @@ class TaskSink:
     bounded: when storing falls behind, the reader waits, and so, through its full pipe, does the task.
     """
 
-    # Chunks waiting to be stored (up to 256 KiB each; a busy pipe gives ~64 KiB): enough to keep the
-    # database busy while the next chunk is read, few enough that a line never waits long for its turn.
-    QUEUED_CHUNKS = 2
+    # Chunks waiting to be stored (up to a full pipe, 64 KiB, each): one keeps the database busy while the
+    # next chunk is read; each more adds a chunk's worth of latency when a task prints faster than we store.
+    QUEUED_CHUNKS = 1
     RETRY_SECONDS = 1.0
     CLOSE_ATTEMPTS = 10  # then the task's end is recorded anyway: a database that is down loses the last lines
 
