@@ -152,7 +152,13 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
 
 
 def _sync_active(
-    run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now, ended: list[int], only: int | None
+    run: PipelineRun,
+    plan: RunPlan,
+    tasks: dict[str, TaskRun],
+    now,
+    ended: list[int],
+    only: int | None,
+    reported: dict | None,
 ) -> set[str]:
     """Apply the runtime's view of the run's active tasks (one poll for all of them)."""
     changed: set[str] = set()
@@ -162,7 +168,10 @@ def _sync_active(
         task.run = run
         by_runtime[task.runtime].append(task)
     for runtime_name, group in by_runtime.items():
-        statuses = get_runtime(runtime_name).poll_many([t.handle for t in group])
+        if reported is not None and only is not None:  # the event carried the runtime's record of `only`
+            statuses = {t.handle: Status(**{**reported, "phase": Phase(reported["phase"])}) for t in group}
+        else:
+            statuses = get_runtime(runtime_name).poll_many([t.handle for t in group])
         for task in group:
             before = task.status
             tasks[task.node] = task
@@ -174,12 +183,13 @@ def _sync_active(
     return changed
 
 
-def advance_run(run_id: int, task_id: int | None = None) -> PipelineRun | None:
+def advance_run(run_id: int, task_id: int | None = None, reported: dict | None = None) -> PipelineRun | None:
     """Move one run forward; safe to call any number of times.
 
     `task_id`: the attempt whose change triggered this (a runtime event): only it is polled, so 200 leaves
     of a fan-out finishing cost 200 polls, not 200². Without it (reconcile, start, cancel) every active
-    attempt of the run is polled.
+    attempt of the run is polled. `reported`: the runtime's record of that attempt (a `Status` as a dict)
+    when the event carried it, so not even that poll is needed.
     """
     ended: list[int] = []  # tokens of attempts that ended
     with transaction.atomic():
@@ -195,7 +205,7 @@ def advance_run(run_id: int, task_id: int | None = None) -> PipelineRun | None:
         plan = plan_of(run)
         now = timezone.now()
         tasks = node_states(run.pk)
-        changed = _sync_active(run, plan, tasks, now, ended, task_id)
+        changed = _sync_active(run, plan, tasks, now, ended, task_id, reported)
 
         if run.status == RunStatus.CANCELLING:
             changed |= _cancel_tasks(run, plan, tasks, now, "cancelled")

@@ -8,13 +8,14 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import datetime
 
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from apps.jobs.models import LogLine, ResourceSample, TaskRun, TaskStatus
-from apps.runtime.workload import Phase, Workload
+from apps.runtime.workload import Phase, Status, Workload
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class TaskListener:
             task = TaskRun.objects.only("id", "run_id", "node", "attempt").get(pk=int(labels["task_run"]))
         return TaskSink(task)
 
-    def changed(self, workload: Workload, phase: Phase) -> None:
+    def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
         from apps.jobs.tasks import advance_run
 
         run_id = int(workload.labels["run"])
@@ -121,7 +122,9 @@ class TaskListener:
             if started.update(status=TaskStatus.RUNNING, started_at=timezone.now()):
                 _publish_started(run_id, task_id, workload.labels)
             return
-        advance_run.delay(run_id, int(workload.labels["task_run"]))
+        # The runtime's record travels with the event, so the advance need not poll it again.
+        reported = asdict(status) if status is not None else None
+        advance_run.delay(run_id, int(workload.labels["task_run"]), reported)
 
     def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
         task_id = int(workload_uid.rsplit("-", 1)[-1])

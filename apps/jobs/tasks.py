@@ -8,8 +8,8 @@ from apps.jobs import orchestrator
 
 
 @shared_task(ignore_result=True)
-def advance_run(run_id: int, task_id: int | None = None) -> None:
-    orchestrator.advance_run(run_id, task_id)
+def advance_run(run_id: int, task_id: int | None = None, reported: dict | None = None) -> None:
+    orchestrator.advance_run(run_id, task_id, reported)
 
 
 @shared_task(ignore_result=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from apps.runtime.workload import Phase, Workload
+from apps.runtime.workload import Phase, Status, Workload
 
 
 class Sink(Protocol):
@@ -28,7 +28,8 @@ class Sink(Protocol):
 class Listener(Protocol):
     def sink(self, workload: Workload) -> Sink: ...
 
-    def changed(self, workload: Workload, phase: Phase) -> None: ...
+    def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
+        """`status`: the runtime's full record of an ended workload (what `poll` would return), when known."""
 
     def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]: ...
 

@@ -9,6 +9,7 @@ and heartbeats, so the portal can tell a dead agent from a busy one.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import queue
@@ -31,7 +32,7 @@ from django.utils import timezone
 from apps.runtime import hooks
 from apps.runtime.local.launch import ReplicaSpec, plan
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
-from apps.runtime.workload import Phase, Workload
+from apps.runtime.workload import Phase, Status, Workload
 
 log = logging.getLogger("portal.agent")
 
@@ -251,13 +252,14 @@ class Supervisor:
         stream.close()
 
     def _finish(self, state: str, exit_code: int | None, reason: str, usage: dict | None = None) -> None:
+        reason = reason[:2000]
         LocalWorkload.objects.filter(pk=self.item.row_id).update(
-            state=state, exit_code=exit_code, reason=reason[:2000], finished_at=timezone.now(), usage=usage or {}
+            state=state, exit_code=exit_code, reason=reason, finished_at=timezone.now(), usage=usage or {}
         )
-        self._changed(Phase(state))
+        self._changed(Phase(state), Status(Phase(state), exit_code=exit_code, reason=reason, usage=usage or {}))
 
-    def _changed(self, phase: Phase) -> None:
-        self.agent.notify(self.item.workload, phase)
+    def _changed(self, phase: Phase, status: Status | None = None) -> None:
+        self.agent.notify(self.item.workload, phase, status)
 
 
 class LocalAgent:
@@ -270,7 +272,7 @@ class LocalAgent:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         # Listeners hear of changes on one thread, in order: a start notice can never overtake the exit.
-        self.notices: queue.SimpleQueue[tuple[Workload, Phase] | None] = queue.SimpleQueue()
+        self.notices: queue.SimpleQueue[tuple[Workload, Phase, Status | None] | None] = queue.SimpleQueue()
         self.notifier = threading.Thread(target=self._deliver_notices, name="notify", daemon=True)
         self.notifier.start()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -283,18 +285,18 @@ class LocalAgent:
             capacity=self.capacity,
         )
 
-    def notify(self, workload: Workload, phase: Phase) -> None:
-        self.notices.put((workload, phase))
+    def notify(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
+        self.notices.put((workload, phase, status))
 
     def _deliver_notices(self) -> None:
         while (notice := self.notices.get()) is not None:
-            workload, phase = notice
+            workload, phase, status = notice
             listener = hooks.listener_for(workload)
             if listener is None:
                 continue
             _replace_broken_connection()
             try:
-                listener.changed(workload, phase)
+                listener.changed(workload, phase, status)
             except Exception:
                 log.exception("notifying about %s failed", workload.uid)
 
@@ -343,13 +345,10 @@ class LocalAgent:
             room = self.max_workloads - len(self.running)
         if room <= 0:
             return
-        pending = LocalWorkload.objects.filter(state=LocalWorkload.State.PENDING, agent__isnull=True)
-        for row in pending.order_by("created_at", "pk")[:room]:
-            if not LocalWorkload.objects.filter(pk=row.pk, agent__isnull=True).update(agent=self.agent):
-                continue  # another agent took it
-            item = Supervised(row.pk, Workload.from_dict(row.spec))
+        for row_id, spec in claim_pending(self.agent.pk, room):
+            item = Supervised(row_id, Workload.from_dict(spec))
             with self.lock:
-                self.running[row.pk] = item
+                self.running[row_id] = item
             self.pool.submit(Supervisor(self, item).run)
 
     def check_cancellations(self) -> None:
@@ -380,6 +379,23 @@ class LocalAgent:
         Agent.objects.filter(pk=self.agent.pk).update(stopped_at=timezone.now())
         self.pool.shutdown(wait=False)
         self.sock.close()
+
+
+def claim_pending(agent_id: int, limit: int) -> list[tuple[int, dict]]:
+    """Take up to `limit` unclaimed workloads, oldest first, in one statement: (id, spec) of each taken.
+    Agents racing for the same rows each get different ones (SKIP LOCKED; SQLite serialises writers)."""
+    table = LocalWorkload._meta.db_table
+    skip_locked = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    sql = (
+        f"UPDATE {table} SET agent_id = %s WHERE agent_id IS NULL AND id IN ("
+        f"SELECT id FROM {table} WHERE state = %s AND agent_id IS NULL ORDER BY created_at, id LIMIT %s{skip_locked}"
+        ") RETURNING id, spec"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [agent_id, LocalWorkload.State.PENDING, limit])
+        rows = cursor.fetchall()
+    claimed = [(row_id, json.loads(spec) if isinstance(spec, str | bytes) else spec) for row_id, spec in rows]
+    return sorted(claimed)  # RETURNING gives no order
 
 
 def _replace_broken_connection() -> None:
