@@ -85,9 +85,6 @@ class TaskSink:
         if len(self.samples) >= 10:
             self._flush_samples()
 
-    def flush_if_due(self) -> None:
-        pass  # the storing thread keeps the writer's max_delay itself
-
     def close(self) -> None:
         """Store everything the task printed (the run sees its last lines before it sees it end)."""
         self._chunks.put(None)

@@ -16,11 +16,12 @@ from apps.runtime.workload import Phase, Status, Workload
 
 
 class Sink(Protocol):
+    """Where a workload's output goes. It keeps its own batching delays: the agent only hands it lines and
+    samples, and closes it when the workload ends."""
+
     def write_many(self, replica: str, stream: str, texts: list[str]) -> None: ...
 
     def sample(self, cpu_percent: float, rss_bytes: int) -> None: ...
-
-    def flush_if_due(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -56,9 +57,6 @@ class DiscardSink:
         pass
 
     def sample(self, cpu_percent: float, rss_bytes: int) -> None:
-        pass
-
-    def flush_if_due(self) -> None:
         pass
 
     def close(self) -> None:

@@ -183,8 +183,6 @@ class Supervisor:
                 last_sample = now
                 with self.lock:
                     self.sink.sample(cpu, rss)
-            with self.lock:
-                self.sink.flush_if_due()
             # Block on a replica's exit (returns the moment it exits) rather than sleeping blindly.
             running = next((p for _s, p in procs if p.poll() is None), None)
             if running is not None:
