@@ -69,10 +69,16 @@ def normalize_spec(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
 
 def _normalize(project: Project, spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, JobTemplate], dict]:
     """(normalized spec, node → template, node → {dataset arg → version})."""
-    normalized = validate_spec(
-        spec, resolve_template=lambda ref: resolve_template(project, ref), limits=limits_for(project)
-    )
-    templates = {node["name"]: resolve_template(project, node["template"]) for node in normalized["nodes"]}
+    found: dict[str, JobTemplate] = {}  # by exact ref: the normalized spec names each template as slug@version
+
+    def resolve(ref: str) -> JobTemplate | None:
+        template = resolve_template(project, ref)
+        if template is not None:
+            found[template.ref] = template
+        return template
+
+    normalized = validate_spec(spec, resolve_template=resolve, limits=limits_for(project))
+    templates = {node["name"]: found[node["template"]] for node in normalized["nodes"]}
     return normalized, templates, check_references(project, normalized, templates)
 
 
