@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -13,6 +10,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from apps.projects.models import Role
+from portal.lib.serve import serve_in_thread
 from tests.factories import PASSWORD, ProjectFactory, UserFactory, add_member, make_token
 
 
@@ -79,12 +77,6 @@ def database_url_of_test_db() -> str:
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class LiveServer:
     host: str
@@ -102,20 +94,7 @@ class LiveServer:
 @pytest.fixture
 def live_asgi(transactional_db) -> Iterator[LiveServer]:
     """The real ASGI application (HTTP + websockets) served by uvicorn in a thread on loopback."""
-    import uvicorn
-
-    from portal.asgi import application
-
-    port = free_port()
-    config = uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
+    server, port, thread = serve_in_thread()
     yield LiveServer("127.0.0.1", port)
     server.should_exit = True
     thread.join(timeout=5)

@@ -86,22 +86,9 @@ def _serve_api_if_needed(out: TextIO):
     answers there (no `make run`), serve the portal from this process on a free loopback port instead."""
     if _answers(settings.SITE_URL):
         return None
-    import socket
+    from portal.lib.serve import serve_in_thread
 
-    import uvicorn
-
-    from portal.asgi import application
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
-    )
-    threading.Thread(target=server.run, name="demo-web", daemon=True).start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
+    server, port, _thread = serve_in_thread()
     out.write(f"Nothing answers at {settings.SITE_URL}: serving the API from this process on port {port}.\n")
     settings.SITE_URL = f"http://127.0.0.1:{port}"
     return server

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
-from tests.conftest import free_port
+from portal.lib.serve import free_port
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from portal.lib.serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 # Variables of the surrounding shell that would leak into the contract under test.
@@ -84,12 +85,6 @@ def first_line_while_running(proc: subprocess.Popen[str]) -> tuple[str, int | No
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:

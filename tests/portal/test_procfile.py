@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import pytest
 from django.conf import settings
 
-from tests.conftest import free_port
+from portal.lib.serve import free_port
 
 pytestmark = [pytest.mark.live, pytest.mark.smoke]
 
