@@ -30,6 +30,9 @@ if not SECRET_KEY:
             "SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off; `make run` generates one in var/."
         )
     SECRET_KEY = "insecure-development-key-only-used-with-DEBUG"
+SECRET_KEY_FALLBACKS = envlist("SECRET_KEY_FALLBACKS")  # old keys still decrypt (rotation), new writes use SECRET_KEY
+# Encrypted fields (kubeconfigs, registry passwords) derive their Fernet keys from SECRET_KEY and this salt.
+SALT_KEY = envlist("PORTAL_ENCRYPTION_SALT", "mlops-portal-fields")
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")

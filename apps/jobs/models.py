@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from encrypted_fields.fields import EncryptedTextField
 
 from apps.projects.querysets import TenantQuerySet
 
@@ -49,6 +50,11 @@ class Image(models.Model):
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     name = models.CharField(_("name"), max_length=200, help_text=_("e.g. python:3.11-slim"))
     description = models.TextField(_("description"), blank=True)
+    # Credentials of a private registry: on Kubernetes they become a dockerconfigjson Secret named in the pods'
+    # imagePullSecrets. The password is encrypted at rest.
+    registry = models.CharField(_("registry"), max_length=200, blank=True, help_text=_("e.g. registry.example.com"))
+    registry_username = models.CharField(_("registry username"), max_length=200, blank=True)
+    registry_password = EncryptedTextField(_("registry password"), blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = SharedTenantQuerySet.as_manager()

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from encrypted_fields.fields import EncryptedTextField
 
 
 def heartbeat_cutoff():
@@ -71,3 +72,110 @@ class DispatchLock(models.Model):
 
     def __str__(self) -> str:
         return "dispatch lock"
+
+
+class Operator(models.TextChoices):
+    """Controllers a cluster may have installed; a workload kind that needs a missing one is refused."""
+
+    TRAINING = "training-operator", "Kubeflow training operator"
+    VOLCANO = "volcano", "Volcano"
+    KSERVE = "kserve", "KServe"
+    KUBERAY = "kuberay", "KubeRay"
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster the `kubernetes` runtime can run workloads on.
+
+    The kubeconfig is encrypted at rest (Fernet, keys derived from SECRET_KEY; SECRET_KEY_FALLBACKS still
+    decrypt after a rotation). `in_cluster` uses the pod's service account instead.
+    """
+
+    name = models.SlugField(max_length=63, unique=True)
+    description = models.TextField(blank=True)
+    in_cluster = models.BooleanField(default=False, help_text="use the service account of the pod the portal runs in")
+    kubeconfig = EncryptedTextField(blank=True, help_text="kubeconfig YAML (stored encrypted)")
+    context = models.CharField(max_length=200, blank=True, help_text="kubeconfig context; empty = current-context")
+    version = models.CharField(max_length=10, default="1.33", help_text="Kubernetes minor version, e.g. 1.33")
+    default_namespace = models.CharField(max_length=63, default="default")
+    node_selector = models.JSONField(default=dict, blank=True, help_text="added to every pod, e.g. a resource group")
+    resource_group_label = models.CharField(max_length=200, default="portal.io/resource-group", blank=True)
+    gpu_resource = models.CharField(max_length=200, default="nvidia.com/gpu")
+    gpu_type_label = models.CharField(max_length=200, default="gpu-type", help_text="node label naming the GPU model")
+    vgpu_resources = models.JSONField(
+        default=dict, blank=True, help_text='vGPU resource names, e.g. {"memory": "nvidia.com/gpumem"}'
+    )
+    rdma_resource = models.CharField(max_length=200, blank=True, help_text="e.g. rdma/hca; empty = no RDMA")
+    operators = models.JSONField(default=list, blank=True, help_text=f"installed: {', '.join(Operator.values)}")
+    volcano_queue = models.CharField(max_length=63, default="default")
+    enabled = models.BooleanField(default=True)
+    # What the controller last read of the cluster's nodes (allocatable, requested, GPUs), for the cluster page.
+    inventory = models.JSONField(default=dict, blank=True)
+    inventory_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def has_operator(self, operator: str) -> bool:
+        return operator in (self.operators or [])
+
+
+class ProjectCluster(models.Model):
+    """A project may run on this cluster, in this namespace. The default binding is tried first."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="cluster_bindings")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="bindings")
+    namespace = models.CharField(max_length=63, blank=True, help_text="empty = the cluster's default namespace")
+    is_default = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-is_default", "cluster__name"]
+        constraints = [models.UniqueConstraint(fields=["project", "cluster"], name="runtime_projectcluster_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project} on {self.cluster}"
+
+    @property
+    def effective_namespace(self) -> str:
+        return self.namespace or self.cluster.default_namespace
+
+
+class KubeWorkload(models.Model):
+    """A workload for the `kubernetes` runtime: written by submit (in the dispatcher's transaction), realised on
+    the cluster by the controller (`manage.py runkube`), which records what it created and what it watches.
+
+    The objects' names derive from `uid`, so creating them again after a crash finds them (409) and adopts them.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        LOST = "lost"
+
+    uid = models.CharField(max_length=100, unique=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="workloads")
+    namespace = models.CharField(max_length=63)
+    spec = models.JSONField()
+    # [{"apiVersion", "kind", "name"}] of what was applied, the primary object first.
+    applied = models.JSONField(default=list, blank=True)
+    created = models.BooleanField(default=False, help_text="all objects exist on the cluster")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
+    replicas = models.JSONField(default=dict, blank=True, help_text="replica → pod phase")
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return self.uid
