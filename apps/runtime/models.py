@@ -107,6 +107,11 @@ class Cluster(models.Model):
     rdma_resource = models.CharField(max_length=200, blank=True, help_text="e.g. rdma/hca; empty = no RDMA")
     operators = models.JSONField(default=list, blank=True, help_text=f"installed: {', '.join(Operator.values)}")
     volcano_queue = models.CharField(max_length=63, default="default")
+    work_volume_claim = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="PVC (ReadWriteMany) mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it",
+    )
     enabled = models.BooleanField(default=True)
     # What the controller last read of the cluster's nodes (allocatable, requested, GPUs), for the cluster page.
     inventory = models.JSONField(default=dict, blank=True)

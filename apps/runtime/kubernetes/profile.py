@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 
 @dataclass(frozen=True)
 class ClusterProfile:
@@ -18,6 +20,10 @@ class ClusterProfile:
     rdma_resource: str = ""  # e.g. "rdma/hca"; empty = no RDMA
     volcano_queue: str = "default"
     ttl_seconds_after_finished: int = 3600
+    # A ReadWriteMany claim mounted at `work_dir` in every pod, so that a task's PORTAL_OUTPUT_DIR and its
+    # PORTAL_INPUT_<NODE> paths mean the same on the cluster as in the portal; empty = no shared folder.
+    work_claim: str = ""
+    work_dir: str = ""
 
     @classmethod
     def of(cls, cluster, namespace: str = "") -> ClusterProfile:
@@ -33,4 +39,6 @@ class ClusterProfile:
             vgpu_resources=dict(cluster.vgpu_resources or {}),
             rdma_resource=cluster.rdma_resource,
             volcano_queue=cluster.volcano_queue,
+            work_claim=cluster.work_volume_claim,
+            work_dir=str(settings.PORTAL_WORK_DIR),
         )
