@@ -110,7 +110,7 @@ class Cluster(models.Model):
     work_volume_claim = models.CharField(
         max_length=253,
         blank=True,
-        help_text="PVC (ReadWriteMany) mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it",
+        help_text="ReadWriteMany PVC mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it",
     )
     enabled = models.BooleanField(default=True)
     # What the controller last read of the cluster's nodes (allocatable, requested, GPUs), for the cluster page.

@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
                 ('rdma_resource', models.CharField(blank=True, help_text='e.g. rdma/hca; empty = no RDMA', max_length=200)),
                 ('operators', models.JSONField(blank=True, default=list, help_text='installed: training-operator, volcano, kserve, kuberay')),
                 ('volcano_queue', models.CharField(default='default', max_length=63)),
-                ('work_volume_claim', models.CharField(blank=True, help_text='PVC (ReadWriteMany) mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it', max_length=253)),
+                ('work_volume_claim', models.CharField(blank=True, help_text='ReadWriteMany PVC mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it', max_length=253)),
                 ('enabled', models.BooleanField(default=True)),
                 ('inventory', models.JSONField(blank=True, default=dict)),
                 ('inventory_at', models.DateTimeField(blank=True, null=True)),
