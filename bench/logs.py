@@ -113,7 +113,7 @@ async def receive_websocket(url: str, cookie: str, origin: str, expect: int) -> 
             while True:
                 message = json.loads(await ws.recv())
                 if message["type"] == "lines":
-                    return [line["text"] for line in message["lines"]]
+                    return [row[-1] for row in message["rows"]]  # text is the last field of a row
 
         print("ready", flush=True)  # accepted: the consumer has joined the run's group
         await drain(tally, next_texts)
@@ -131,7 +131,7 @@ async def receive_layer(redis_url: str, prefix: str, group: str, expect: int) ->
 
     async def next_texts() -> list[str]:
         message = await layer.receive(channel)
-        return [line["text"] for line in message["lines"]]
+        return [line["text"] for line in message["lines"]]  # the peer sends dicts, as the portal did
 
     print("ready", flush=True)
     await drain(tally, next_texts)

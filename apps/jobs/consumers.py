@@ -9,7 +9,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from apps.jobs.logs import backlog, run_log_group
+from apps.jobs.logs import ROW_ID, ROW_REPLICA, ROW_TASK, backlog_rows, run_log_group
 from apps.jobs.models import PipelineRun
 from apps.jobs.orchestrator import run_status_snapshot
 
@@ -42,9 +42,9 @@ class LogFilter:
         replica = params["replica"][-1] if params.get("replica") else None
         return cls(after=after, task_ids=task_ids, replica=replica)
 
-    def matches(self, line: dict[str, Any]) -> bool:
-        return (self.task_ids is None or line["task"] in self.task_ids) and (
-            self.replica is None or line["replica"] == self.replica
+    def matches(self, row: list[Any]) -> bool:
+        return (self.task_ids is None or row[ROW_TASK] in self.task_ids) and (
+            self.replica is None or row[ROW_REPLICA] == self.replica
         )
 
 
@@ -54,7 +54,8 @@ def run_is_visible(user: Any, run_id: int) -> bool:
 
 
 class RunLogConsumer(AsyncJsonWebsocketConsumer):
-    """`ws/runs/<run_id>/logs/`: sends `{"type": "lines", "lines": [...]}` and `{"type": "status", ...}`.
+    """`ws/runs/<run_id>/logs/`: sends `{"type": "lines", "rows": [[id, task, node, attempt, replica, seq, ts,
+    stream, text], ...]}` (apps.jobs.logs.ROW_FIELDS) and `{"type": "status", ...}`.
 
     It joins the run's group before it reads the backlog, so no line falls between the two; the lines
     both read and received are dropped by id. Only the overlap is deduplicated: tasks flush concurrently,
@@ -95,7 +96,7 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         """Send the stored lines after `filter.after`; returns the id of the last one sent."""
         last_id = self.filter.after
         while True:
-            page = await database_sync_to_async(backlog)(
+            page = await database_sync_to_async(backlog_rows)(
                 run_id,
                 after_id=last_id,
                 task_ids=self.filter.task_ids,
@@ -103,9 +104,9 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
                 limit=BACKLOG_PAGE,
             )
             for start in range(0, len(page), MESSAGE_LINES):
-                await self.send_json({"type": "lines", "lines": page[start : start + MESSAGE_LINES]})
+                await self.send_json({"type": "lines", "rows": page[start : start + MESSAGE_LINES]})
             if page:
-                last_id = page[-1]["id"]
+                last_id = page[-1][ROW_ID]
             if len(page) < BACKLOG_PAGE:
                 return last_id
 
@@ -120,12 +121,13 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         last_id = getattr(self, "backlog_last_id", None)
         if last_id is None:  # closed during connect
             return
-        lines = sorted(
-            (line for line in event["lines"] if line["id"] > last_id and self.filter.matches(line)),
-            key=lambda line: line["id"],
-        )
-        if lines:
-            await self.send_json({"type": "lines", "lines": lines})
+        # A batch is one attempt's lines in increasing id order (one sequence call); only batches stored while
+        # the backlog was read overlap it.
+        rows = [row for row in event["rows"] if row[ROW_ID] > last_id]
+        if self.filter.task_ids is not None or self.filter.replica is not None:
+            rows = [row for row in rows if self.filter.matches(row)]
+        if rows:
+            await self.send_json({"type": "lines", "rows": rows})
 
     async def run_status(self, event: dict[str, Any]) -> None:
         payload = {key: value for key, value in event.items() if key != "type"}

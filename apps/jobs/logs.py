@@ -33,6 +33,10 @@ TEXT_CHUNK_LINES = 2000
 
 # The columns of a line as sent to browsers; "task" is the TaskRun id.
 _COLUMNS = ("id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream", "text")
+# Live batches and websocket messages carry lines as rows of these fields, in this order: a third of the
+# bytes of dicts and a third of the encoding time at every hop (publish, layer, consumer, browser).
+ROW_FIELDS = ("id", "task", "node", "attempt", "replica", "seq", "ts", "stream", "text")
+ROW_ID, ROW_TASK, ROW_REPLICA = 0, 1, 4
 
 
 def run_log_group(run_id: int) -> str:
@@ -60,6 +64,11 @@ def line_dict(
     }
 
 
+def row_dict(row: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
+    """A line row (ROW_FIELDS order) as a dict."""
+    return dict(zip(ROW_FIELDS, row, strict=True))
+
+
 def clean_line(text: str | bytes) -> str:
     """One line as stored: without its trailing newline, valid UTF-8, no NUL, at most MAX_LINE_BYTES."""
     if isinstance(text, bytes):
@@ -82,14 +91,15 @@ def clean_line(text: str | bytes) -> str:
     return text
 
 
-def publish_lines(run_id: int, lines: list[dict[str, Any]]) -> None:
-    """Send one batch to the run's group. Never raises: the lines are already stored, a browser catches up."""
-    if not lines:
+def publish_lines(run_id: int, rows: list[list[Any]]) -> None:
+    """Send one batch (rows in ROW_FIELDS order) to the run's group. Never raises: the lines are already
+    stored, a browser catches up."""
+    if not rows:
         return
     try:
-        publish(run_log_group(run_id), {"type": "log.lines", "lines": lines})
+        publish(run_log_group(run_id), {"type": "log.lines", "rows": rows})
     except Exception:
-        logger.exception("Could not publish %d log lines of run %s; they are stored", len(lines), run_id)
+        logger.exception("Could not publish %d log lines of run %s; they are stored", len(rows), run_id)
 
 
 _INSERT_COLUMNS = ("id", "run_id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream", "text")
@@ -229,24 +239,26 @@ class LogWriter:
             self._pending = []
             self._pending_chars = 0
             self._first_at = None
-            lines = [
-                line_dict(
-                    id=line_id,
-                    task_id=task.pk,
-                    node=task.node,
-                    attempt=task.attempt,
-                    replica=replica,
-                    seq=first_seq + offset,
-                    ts=ts,
-                    stream=stream,
-                    text=text,
-                )
+            task_id, node, attempt = task.pk, task.node, task.attempt
+            stamps: dict[datetime, str] = {}  # lines read together share a timestamp: format it once
+            rows = [
+                [
+                    line_id,
+                    task_id,
+                    node,
+                    attempt,
+                    replica,
+                    first_seq + offset,
+                    stamps.get(ts) or stamps.setdefault(ts, ts.isoformat()),
+                    stream,
+                    text,
+                ]
                 for offset, (line_id, (replica, ts, stream, text)) in enumerate(zip(ids, batch, strict=True))
             ]
             run_id = self.task.run_id
             # After the caller's transaction commits (at once outside one): a browser that receives a line
             # must be able to find it in the backlog after a reconnect.
-            transaction.on_commit(lambda: publish_lines(run_id, lines))
+            transaction.on_commit(lambda: publish_lines(run_id, rows))
             return len(batch)
 
     def close(self) -> None:
@@ -270,6 +282,17 @@ def _dicts(qs: QuerySet[LogLine]) -> list[dict[str, Any]]:
     return [line_dict(**row) for row in qs.values(*_COLUMNS)]
 
 
+def _backlog_qs(
+    run: PipelineRun | int, after_id: int, task_ids: Iterable[int] | None, replica: str | None
+) -> QuerySet[LogLine]:
+    qs = _lines(run).filter(pk__gt=after_id)
+    if task_ids is not None:
+        qs = qs.filter(task_id__in=list(task_ids))
+    if replica:
+        qs = qs.filter(replica=replica)
+    return qs
+
+
 def backlog(
     run: PipelineRun | int,
     after_id: int = 0,
@@ -278,12 +301,19 @@ def backlog(
     limit: int = 5000,
 ) -> list[dict[str, Any]]:
     """Stored lines of the run after `after_id`, in storage order; `task_ids=None` means every task."""
-    qs = _lines(run).filter(pk__gt=after_id)
-    if task_ids is not None:
-        qs = qs.filter(task_id__in=list(task_ids))
-    if replica:
-        qs = qs.filter(replica=replica)
-    return _dicts(qs[:limit])
+    return _dicts(_backlog_qs(run, after_id, task_ids, replica)[:limit])
+
+
+def backlog_rows(
+    run: PipelineRun | int,
+    after_id: int = 0,
+    task_ids: Iterable[int] | None = None,
+    replica: str | None = None,
+    limit: int = 5000,
+) -> list[list[Any]]:
+    """`backlog` as rows in ROW_FIELDS order (what the websocket sends)."""
+    rows = _backlog_qs(run, after_id, task_ids, replica)[:limit].values_list(*_COLUMNS)
+    return [[*row[:6], row[6].isoformat(), row[7], row[8]] for row in rows]
 
 
 # The text index of migration jobs.0002 (not in the model state: vendor-specific, read only by `search`).

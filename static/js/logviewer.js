@@ -6,6 +6,10 @@
 
   const FINAL_CLOSE = { 4400: "denied", 4401: "signedOut", 4404: "denied" };
   const JUMP_CONTEXT = 50; // lines before a jumped-to line, by id
+  // A line arrives as a row of apps.jobs.logs.ROW_FIELDS (a third of the bytes of an object per line).
+  function toLine(r) {
+    return { id: r[0], task: r[1], node: r[2], attempt: r[3], replica: r[4], seq: r[5], ts: r[6], stream: r[7], text: r[8] };
+  }
 
   function pad(n, width) {
     return String(n).padStart(width, "0");
@@ -146,7 +150,7 @@
         if (s !== socket) return;
         const message = JSON.parse(event.data);
         if (message.type === "lines") {
-          append(message.lines);
+          append(message.rows.map(toLine));
         } else if (message.type === "status") {
           if (statusBadge && message.status) {
             statusBadge.textContent = statusLabels[message.status] || message.status;

@@ -12,7 +12,16 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.jobs import logs
-from apps.jobs.logs import MAX_LINE_BYTES, LogWriter, backlog, first_error, iter_text, run_log_group, search
+from apps.jobs.logs import (
+    MAX_LINE_BYTES,
+    LogWriter,
+    backlog,
+    first_error,
+    iter_text,
+    row_dict,
+    run_log_group,
+    search,
+)
 from apps.jobs.models import LogLine, PipelineRun, TaskRun
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -30,9 +39,12 @@ def task(run) -> TaskRun:
 
 @pytest.fixture
 def published(monkeypatch) -> list[tuple[int, list[dict]]]:
-    """Every batch the writer publishes (on commit: the test's transaction never commits, so run them now)."""
+    """Every batch the writer publishes, rows as dicts (on commit: the test's transaction never commits, so run
+    them now)."""
     calls: list[tuple[int, list[dict]]] = []
-    monkeypatch.setattr(logs, "publish_lines", lambda run_id, lines: calls.append((run_id, lines)))
+    monkeypatch.setattr(
+        logs, "publish_lines", lambda run_id, rows: calls.append((run_id, [row_dict(row) for row in rows]))
+    )
     monkeypatch.setattr(logs.transaction, "on_commit", lambda func, *args, **kwargs: func())
     return calls
 
@@ -146,8 +158,9 @@ def test_the_batch_reaches_the_runs_group_through_the_channel_layer(task, settin
         write_lines(writer, ["one", "two"])
     message = async_to_sync(layer.receive)(channel)
     assert message["type"] == "log.lines"
-    assert [line["text"] for line in message["lines"]] == ["one", "two"]
-    assert [line["id"] for line in message["lines"]] == [row.pk for row in stored(task)]
+    lines = [row_dict(row) for row in message["rows"]]
+    assert [line["text"] for line in lines] == ["one", "two"]
+    assert [line["id"] for line in lines] == [row.pk for row in stored(task)]
 
 
 def test_a_publishing_failure_keeps_the_stored_lines(task, monkeypatch, caplog, django_capture_on_commit_callbacks):

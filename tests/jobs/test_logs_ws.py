@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from apps.jobs.consumers import LogFilter
-from apps.jobs.logs import LogWriter, run_log_group
+from apps.jobs.logs import LogWriter, row_dict, run_log_group
 from apps.jobs.models import LogLine, PipelineRun, TaskRun
 
 pytestmark = [pytest.mark.live, pytest.mark.smoke, pytest.mark.django_db(transaction=True, databases="__all__")]
@@ -44,6 +44,16 @@ def receive(ws, timeout: float = 10.0, *, statuses: bool = False) -> dict:
             return message
 
 
+def rows_of(message: dict) -> list[dict]:
+    """The lines of a "lines" message (rows in apps.jobs.logs.ROW_FIELDS order) as dicts."""
+    assert message["type"] == "lines", message
+    return [row_dict(row) for row in message["rows"]]
+
+
+def receive_rows(ws, timeout: float = 10.0) -> list[dict]:
+    return rows_of(receive(ws, timeout))
+
+
 def assert_quiet(ws, seconds: float = 0.5) -> None:
     """No further lines arrive (status snapshots may)."""
     deadline = time.monotonic() + seconds
@@ -61,8 +71,7 @@ def receive_lines(ws, count: int, timeout: float = 20.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while len(lines) < count:
         message = receive(ws, timeout=max(0.1, deadline - time.monotonic()))
-        assert message["type"] == "lines", message
-        lines.extend(message["lines"])
+        lines.extend(rows_of(message))
     assert len(lines) == count, [line["seq"] for line in lines]
     assert_quiet(ws)
     return lines
@@ -128,7 +137,7 @@ def test_after_resumes_from_the_last_line_the_browser_has(live_asgi, world, task
     with open_socket(live_asgi, task.run, world.alice, f"after={last_seen}") as ws:
         assert [line["text"] for line in receive_lines(ws, 4)] == ["old 6", "old 7", "old 8", "old 9"]
         write(task, ["new 1", "new 2"])
-        assert [line["text"] for line in receive(ws)["lines"]] == ["new 1", "new 2"]
+        assert [line["text"] for line in receive_rows(ws)] == ["new 1", "new 2"]
 
 
 def test_the_task_and_replica_filters_apply_to_backlog_and_live_lines(live_asgi, world, run, task):
@@ -137,13 +146,13 @@ def test_the_task_and_replica_filters_apply_to_backlog_and_live_lines(live_asgi,
     write(other, ["eval 1"])
     write(task, ["fit 2 on replica 1"], replica="1")
     with open_socket(live_asgi, run, world.bob, f"task={task.pk}") as ws:
-        assert [line["text"] for line in receive(ws)["lines"]] == ["fit 1", "fit 2 on replica 1"]
+        assert [line["text"] for line in receive_rows(ws)] == ["fit 1", "fit 2 on replica 1"]
         write(other, ["eval 2"])  # published first, filtered out
         write(task, ["fit 3"])
         message = receive(ws)
-        assert [line["text"] for line in message["lines"]] == ["fit 3"]
+        assert [line["text"] for line in rows_of(message)] == ["fit 3"]
     with open_socket(live_asgi, run, world.bob, f"task={task.pk},{other.pk}&replica=1") as ws:
-        assert [line["text"] for line in receive(ws)["lines"]] == ["fit 2 on replica 1"]
+        assert [line["text"] for line in receive_rows(ws)] == ["fit 2 on replica 1"]
 
 
 def test_a_socket_gets_the_run_state_after_the_backlog(live_asgi, world, run):
