@@ -194,6 +194,8 @@ PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
 
 # --- Runtime --------------------------------------------------------------------------------------
 PORTAL_RUNTIME = envstr("PORTAL_RUNTIME", "local")
+# The portal's own image: what "{portal}" in a template's image means (the built-in tasks need the portal's code).
+PORTAL_IMAGE = envstr("PORTAL_IMAGE", "mlops-portal:dev")
 # Where task attempts write their outputs (PORTAL_OUTPUT_DIR) and read their inputs.
 PORTAL_WORK_DIR = Path(envstr("PORTAL_WORK_DIR", str(VAR_DIR / "work")))
 # An agent whose heartbeat is older than this is dead: its running workloads are lost.

@@ -17,7 +17,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.jobs.args import to_cli_args
-from apps.jobs.models import TASK_ACTIVE, JobTemplate, RunStatus, TaskRun, TaskStatus
+from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, RunStatus, TaskRun, TaskStatus
+from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.runtime.base import get_runtime
@@ -74,13 +75,7 @@ def dispatch() -> dict[int, dict[str, TaskRun]]:
         )
         if not waiting:
             return {}
-        runtime = get_runtime()
-        # What is in use only matters when a waiting task asks for resources, its project has limits or its
-        # pipeline a parallelism: otherwise "is there a runtime at all" is the one question (no queries).
-        if any(any(_need(t.resources)) for t in waiting):
-            capacity = runtime.capacity()
-        else:
-            capacity = NOTHING_NEEDED if runtime.ready() else None
+        pools = Pools()
         per_project: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
         per_run: dict[int, int] = defaultdict(int)
         counted = any(_limited(t) for t in waiting)
@@ -91,34 +86,29 @@ def dispatch() -> dict[int, dict[str, TaskRun]]:
                 used[i] += value
             used[3] += 1
             per_run[row["run_id"]] += 1
-        free = [capacity.cpu, capacity.memory_bytes, capacity.gpu] if capacity else None
-        chosen: list[TaskRun] = []
+        chosen: list[tuple[TaskRun, Pool]] = []
         for task in waiting:
             if task.not_before and task.not_before > now:
                 continue
-            reason = _why_wait(task, per_project, per_run, free, capacity)
-            if reason:
+            reason, pool = _place(task, per_project, per_run, pools)
+            if pool is None:
                 if task.waiting_reason != reason:
                     task.waiting_reason = reason
                     task.save(update_fields=["waiting_reason"])
                     changed[task.run_id][task.node] = task
                 continue
-            chosen.append(task)
+            chosen.append((task, pool))
             changed[task.run_id][task.node] = task
             need = _need(task.resources)
+            pools.take(pool, need)
             used = per_project[task.run.project_id]
             for i in range(3):
                 used[i] += need[i]
-                if free is not None:
-                    free[i] -= need[i]
             used[3] += 1
             per_run[task.run_id] += 1
         if chosen:
-            _submit(chosen, runtime, now)
+            _submit(chosen, now)
     return changed
-
-
-NOTHING_NEEDED = Capacity(cpu=0, memory_bytes=0, gpu=0, total_cpu=0, total_memory_bytes=0, total_gpu=0)
 
 
 def _limited(task: TaskRun) -> bool:
@@ -128,7 +118,30 @@ def _limited(task: TaskRun) -> bool:
     return bool(plan_of(task.run).parallelism) or any(limit is not None for limit in limits)
 
 
-def _why_wait(task: TaskRun, per_project, per_run, free, capacity: Capacity | None) -> str:
+def _place(task: TaskRun, per_project, per_run, pools: Pools) -> tuple[str, Pool | None]:
+    """The pool the task goes to now, or why it waits (the first pool's reason when none has room)."""
+    reason = _over_limits(task, per_project, per_run)
+    if reason:
+        return reason, None
+    candidates = pools.of(task.run.project)
+    if not candidates:
+        return "waiting for a cluster — the project runs on Kubernetes and no enabled cluster is bound to it", None
+    need = _need(task.resources)
+    first = ""
+    for pool in candidates:
+        if not any(need):
+            reason = "" if pools.ready(pool) else _unavailable(pool)
+        else:
+            free, capacity = pools.free(pool)
+            reason = _no_room(need, free, capacity, pool) if capacity is not None else _unavailable(pool)
+        if not reason:
+            return "", pool
+        first = first or reason
+    return first, None
+
+
+def _over_limits(task: TaskRun, per_project, per_run) -> str:
+    """Why the task waits for its pipeline's parallelism or its project's quota ("" when it does not)."""
     run = task.run
     parallelism = plan_of(run).parallelism
     if parallelism and per_run[run.pk] >= parallelism:
@@ -146,14 +159,27 @@ def _why_wait(task: TaskRun, per_project, per_run, free, capacity: Capacity | No
         if quota.memory_bytes is not None and mem and used[1] + mem > quota.memory_bytes:
             in_use = f"{_fmt_mem(used[1])}/{_fmt_mem(quota.memory_bytes)}"
             return f"waiting for {_fmt_mem(mem)} of memory — quota {in_use} in use"
-    if capacity is None:
-        return "waiting for the runtime — no agent is running (start it with `manage.py runagent`)"
+    return ""
+
+
+def _unavailable(pool: Pool) -> str:
+    if pool.cluster:
+        return (
+            f"waiting for cluster {pool.cluster} — its nodes are unknown or no controller is running"
+            " (start it with `manage.py runkube`)"
+        )
+    return "waiting for the runtime — no agent is running (start it with `manage.py runagent`)"
+
+
+def _no_room(need: tuple[float, float, float], free: list[float], capacity: Capacity, pool: Pool) -> str:
+    cpu, mem, gpu = need
+    where = f"on {pool.label}"
     if gpu and free[2] < gpu:
-        return f"waiting for {_fmt_gpu(gpu)} — {max(free[2], 0):g} of {capacity.total_gpu:g} free on this machine"
+        return f"waiting for {_fmt_gpu(gpu)} — {max(free[2], 0):g} of {capacity.total_gpu:g} free {where}"
     if cpu and free[0] < cpu - 1e-9:
-        return f"waiting for {_fmt_cpu(cpu)} — {max(free[0], 0):g} of {capacity.total_cpu:g} free on this machine"
+        return f"waiting for {_fmt_cpu(cpu)} — {max(free[0], 0):g} of {capacity.total_cpu:g} free {where}"
     if mem and free[1] < mem:
-        return f"waiting for {_fmt_mem(mem)} of memory — {_fmt_mem(max(free[1], 0))} free on this machine"
+        return f"waiting for {_fmt_mem(mem)} of memory — {_fmt_mem(max(free[1], 0))} free {where}"
     return ""
 
 
@@ -170,9 +196,19 @@ def _upstream_outputs(tasks: list[TaskRun]) -> dict[tuple[int, str], str]:
     return {(run_id, node): out for run_id, node, out in rows}  # the last attempt wins
 
 
+TOKEN_PLACEHOLDER = "<issued when the task starts>"
+
+
 def _task_env(
-    task: TaskRun, node: dict[str, Any], template: JobTemplate, out: Path, outputs: dict[tuple[int, str], str]
+    task: TaskRun,
+    node: dict[str, Any],
+    template: JobTemplate,
+    out: Path,
+    outputs: dict[tuple[int, str], str],
+    *,
+    issue_token: bool = True,
 ) -> dict[str, str]:
+    """The env contract of a task attempt. `issue_token=False` (a dry run) shows a placeholder for the token."""
     from apps.accounts.services import new_task_token
 
     run = task.run
@@ -184,9 +220,11 @@ def _task_env(
     token_env = {}
     if owner is not None:
         # Limited to the project; saved with the others of this dispatch; revoked when the attempt ends.
-        task.api_token, raw = new_task_token(
-            owner, name=f"run {run.pk} task {task.node}#{task.attempt}", project=run.project, days=TASK_TOKEN_DAYS
-        )
+        raw = TOKEN_PLACEHOLDER
+        if issue_token:
+            task.api_token, raw = new_task_token(
+                owner, name=f"run {run.pk} task {task.node}#{task.attempt}", project=run.project, days=TASK_TOKEN_DAYS
+            )
         # The same token serves the portal API and the MLflow-compatible tracking API (the official client
         # sends MLFLOW_TRACKING_TOKEN as a bearer token); experiments land in the run's project.
         token_env = {
@@ -210,67 +248,136 @@ def _task_env(
     }
 
 
-def _workload(task: TaskRun, outputs: dict[tuple[int, str], str], templates: dict[int, JobTemplate]) -> Workload:
+def task_image(template: JobTemplate) -> str:
+    """The image a template's tasks run in: "{portal}" is the portal's own image (PORTAL_IMAGE), which holds
+    the built-in tasks (apps/jobs/builtin_tasks) — on a cluster they need the portal's code."""
+    return template.image.replace("{portal}", settings.PORTAL_IMAGE)
+
+
+def registry_images(project_ids: set[int], names: set[str]) -> dict[tuple[int | None, str], Image]:
+    """Images with registry credentials, by (project id or None for built-in, name)."""
+    if not names:
+        return {}
+    rows = Image.objects.filter(name__in=names, registry_username__gt="").filter(
+        Q(project_id__in=project_ids) | Q(project__isnull=True)
+    )
+    return {(image.project_id, image.name): image for image in rows}
+
+
+def pull_secret_name(image: Image) -> str:
+    """The dockerconfigjson Secret the kubernetes controller keeps for `image`'s registry credentials."""
+    return f"portal-registry-{image.pk}"
+
+
+def build_workload(
+    task: TaskRun,
+    node: dict[str, Any],
+    template: JobTemplate,
+    *,
+    env: dict[str, str],
+    args: dict[str, Any],
+    out: Path,
+    pool: Pool | None = None,
+    image: Image | None = None,
+) -> Workload:
+    """The neutral workload of a task attempt (no side effects: `pipeline_manifests` calls it for a dry run)."""
+    run = task.run
+    res = node.get("resources", {})
+    timeout = node.get("timeout") or template.timeout
+    labels = {
+        "task_run": str(task.pk),
+        "run": str(run.pk),
+        "project": run.project.slug,
+        "pipeline": run.pipeline_name,
+        "node": task.node,
+        "attempt": str(task.attempt),
+    }
+    if image is not None:
+        labels["image"] = str(image.pk)
+    return Workload(
+        uid=f"task-{task.pk}",
+        name=f"{run.project.slug}-{run.pipeline_name}-{run.number}-{task.node}-{task.attempt}",
+        project=run.project.slug,
+        command=[*template.command, *to_cli_args(template.args_schema, args)],
+        kind=template.kind,
+        framework=template.framework,
+        image=task_image(template),
+        env=env,
+        workdir=str(out),
+        replicas={k: int(v) for k, v in (template.replicas or {}).items()},
+        resources=Resources(
+            cpu=float(res.get("cpu") or 0),
+            memory_bytes=res.get("memory"),
+            gpu=float(res.get("gpu") or 0),
+            gpu_type=str(res.get("gpu_type") or ""),
+        ),
+        timeout=int(timeout) if timeout else None,
+        retries=0,  # the orchestrator retries (with backoff and a new attempt row), never the runtime
+        labels=labels,
+        cluster=pool.cluster if pool else "",
+        namespace=pool.namespace if pool else "",
+        image_pull_secrets=[pull_secret_name(image)] if image is not None else [],
+    )
+
+
+def _workload(
+    task: TaskRun,
+    pool: Pool,
+    outputs: dict[tuple[int, str], str],
+    templates: dict[int, JobTemplate],
+    images: dict[tuple[int | None, str], Image],
+) -> Workload:
     run = task.run
     node = plan_of(run).nodes[task.node]
     template = templates[node["template_id"]]
     out = output_dir(task)
     out.mkdir(parents=True, exist_ok=True)
     task.output_dir = str(out)
-    res = node.get("resources", {})
-    timeout = node.get("timeout") or template.timeout
-    return Workload(
-        uid=f"task-{task.pk}",
-        name=f"{run.project.slug}-{run.pipeline_name}-{run.number}-{task.node}-{task.attempt}",
-        project=run.project.slug,
-        command=[*template.command, *to_cli_args(template.args_schema, local_args(task, node))],
-        kind=template.kind,
-        framework=template.framework,
-        image=template.image,
+    image = images.get((template.project_id, template.image)) or images.get((None, template.image))
+    return build_workload(
+        task,
+        node,
+        template,
         env=_task_env(task, node, template, out, outputs),
-        workdir=str(out),
-        replicas={k: int(v) for k, v in (template.replicas or {}).items()},
-        resources=Resources(
-            cpu=float(res.get("cpu") or 0), memory_bytes=res.get("memory"), gpu=float(res.get("gpu") or 0)
-        ),
-        timeout=int(timeout) if timeout else None,
-        labels={
-            "task_run": str(task.pk),
-            "run": str(run.pk),
-            "project": run.project.slug,
-            "node": task.node,
-            "attempt": str(task.attempt),
-        },
+        args=local_args(task, node),
+        out=out,
+        pool=pool,
+        image=image if pool.cluster else None,
     )
 
 
-def _submit(tasks: list[TaskRun], runtime, now) -> None:
-    """Hand `tasks` to the runtime: a handful of statements however many there are (a fan-out of 200
-    nodes becomes ready at once)."""
+def _submit(chosen: list[tuple[TaskRun, Pool]], now) -> None:
+    """Hand the chosen tasks to their runtimes: a handful of statements however many there are (a fan-out of
+    200 nodes becomes ready at once)."""
     from apps.accounts.models import ApiToken
 
+    tasks = [task for task, _pool in chosen]
     template_ids = {plan_of(t.run).nodes[t.node]["template_id"] for t in tasks}
     templates = JobTemplate.objects.in_bulk(template_ids)
+    on_clusters = any(pool.cluster for _task, pool in chosen)
+    images = (
+        registry_images({t.run.project_id for t in tasks}, {t.image for t in templates.values()}) if on_clusters else {}
+    )
     outputs = _upstream_outputs(tasks)
-    workloads, ready = [], []
-    for task in tasks:
+    by_runtime: dict[str, list[tuple[TaskRun, Workload]]] = defaultdict(list)
+    for task, pool in chosen:
         try:
             with transaction.atomic():  # a savepoint: lineage written for a task that cannot start goes too
-                workloads.append(_workload(task, outputs, templates))
-            ready.append(task)
+                by_runtime[pool.runtime].append((task, _workload(task, pool, outputs, templates, images)))
         except (LookupError, OSError) as exc:  # e.g. its dataset version was deleted, or cannot be copied
             _fail_unstartable(task, now, f"could not start: {exc}")
-    tasks = ready
+    tasks = [task for group in by_runtime.values() for task, _built in group]
     if not tasks:
         return
     ApiToken.objects.bulk_create([t.api_token for t in tasks if t.api_token is not None])
     for task in tasks:
         if task.api_token is not None:
             task.api_token_id = task.api_token.pk
-    handles = runtime.submit_many(workloads)
-    for task, handle in zip(tasks, handles, strict=True):
-        task.handle, task.runtime = handle, runtime.name
-        task.status, task.queued_at, task.waiting_reason = TaskStatus.QUEUED, now, ""
+    for runtime_name, group in by_runtime.items():
+        handles = get_runtime(runtime_name).submit_many([built for _task, built in group])
+        for (task, _built), handle in zip(group, handles, strict=True):
+            task.handle, task.runtime = handle, runtime_name
+            task.status, task.queued_at, task.waiting_reason = TaskStatus.QUEUED, now, ""
     fields = ["handle", "runtime", "status", "queued_at", "waiting_reason", "output_dir", "api_token"]
     if len(tasks) == 1:  # the common case; bulk_update's CASE expressions cost more than they save here
         tasks[0].save(update_fields=fields)

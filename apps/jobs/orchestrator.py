@@ -327,10 +327,11 @@ def _finish_if_done(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], 
 
 def reconcile() -> list[int]:
     """Repair what events missed: lost workloads of dead agents, due retries, runs never advanced."""
-    runtime = get_runtime()
-    repair = getattr(runtime, "repair", None)
-    if repair is not None:
-        repair()
+    in_use = set(TaskRun.objects.filter(status__in=TASK_ACTIVE).values_list("runtime", flat=True).distinct())
+    for name in sorted((in_use - {""}) | {get_runtime().name}):
+        repair = getattr(get_runtime(name), "repair", None)
+        if repair is not None:
+            repair()
     revoke_tokens_of_ended_tasks()
     run_ids = list(
         PipelineRun.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLING])

@@ -183,7 +183,10 @@ def _task_image(task: Any) -> str:
     node = next((n for n in task.run.spec.get("nodes", []) if n.get("name") == task.node), None)
     if node is None or "template_id" not in node:
         return ""
-    return JobTemplate.objects.filter(pk=node["template_id"]).values_list("image", flat=True).first() or ""
+    from apps.jobs.dispatcher import task_image
+
+    template = JobTemplate.objects.filter(pk=node["template_id"]).only("image").first()
+    return task_image(template) if template is not None else ""
 
 
 def _pipeline_inputs(run: Run, task: Any) -> list[RunInput]:

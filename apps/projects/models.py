@@ -49,6 +49,14 @@ class Project(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    # Where the project's tasks run: "" follows PORTAL_RUNTIME; "kubernetes" uses the clusters bound to the
+    # project (apps.runtime.models.ProjectCluster), the default binding first.
+    runtime = models.CharField(
+        _("runtime"),
+        max_length=20,
+        blank=True,
+        choices=[("", _("portal default")), ("local", _("this machine")), ("kubernetes", _("Kubernetes"))],
+    )
 
     objects = TenantQuerySet.as_manager()
     tenant_path = "pk"

@@ -29,35 +29,53 @@ def parse_memory(value: Any) -> int | None:
     return int(float(number) * _MEMORY_UNITS[(unit or "").lower()])
 
 
+def _number(value: Any, name: str, default: float = 0.0) -> float:
+    """A non-negative number; ValueError naming `name` otherwise."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: not a number: {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: not a number: {value!r}") from None
+    if number < 0:
+        raise ValueError(f"{name}: cannot be negative ({value!r})")
+    return number
+
+
 @dataclass(frozen=True)
 class Resources:
     cpu: float = 1.0
     memory_bytes: int | None = None
     gpu: float = 0.0
     gpu_type: str = ""
+    # Shares of a GPU, keyed by the names a cluster gives its vGPU resources (`Cluster.vgpu_resources`, e.g.
+    # {"memory": 8000, "cores": 30}); which keys exist is the cluster's business, checked when it is built.
+    vgpu: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: dict[str, Any] | None) -> Resources:
-        """From {"cpu": 2, "memory": "4Gi", "gpu": 1, "gpu_type": "A100"}; ValueError names the bad field."""
+        """From {"cpu": 2, "memory": "4Gi", "gpu": 1, "gpu_type": "A100", "vgpu": {"memory": 8000}}; ValueError
+        names the bad field."""
         raw = raw or {}
-        unknown = set(raw) - {"cpu", "memory", "gpu", "gpu_type"}
+        unknown = set(raw) - {"cpu", "memory", "gpu", "gpu_type", "vgpu"}
         if unknown:
-            raise ValueError(f"unknown resource {sorted(unknown)[0]!r} (use cpu, memory, gpu, gpu_type)")
-        try:
-            cpu = float(raw.get("cpu", 1) or 0)
-        except (TypeError, ValueError):
-            raise ValueError(f"cpu: not a number: {raw.get('cpu')!r}") from None
-        try:
-            gpu = float(raw.get("gpu", 0) or 0)
-        except (TypeError, ValueError):
-            raise ValueError(f"gpu: not a number: {raw.get('gpu')!r}") from None
-        if cpu < 0 or gpu < 0:
-            raise ValueError("cpu and gpu cannot be negative")
+            raise ValueError(f"unknown resource {sorted(unknown)[0]!r} (use cpu, memory, gpu, gpu_type, vgpu)")
+        cpu = _number(raw.get("cpu", 1) or 0, "cpu")
+        gpu = _number(raw.get("gpu", 0) or 0, "gpu")
         try:
             memory = parse_memory(raw.get("memory"))
         except ValueError as exc:
             raise ValueError(f"memory: {exc}") from None
-        return cls(cpu=cpu, memory_bytes=memory, gpu=gpu, gpu_type=str(raw.get("gpu_type", "")))
+        gpu_type = raw.get("gpu_type") or ""
+        if isinstance(gpu_type, dict | list):
+            raise ValueError(f"gpu_type: not a GPU model name: {gpu_type!r}")
+        vgpu_raw = raw.get("vgpu") or {}
+        if not isinstance(vgpu_raw, dict):
+            raise ValueError(f"vgpu: must be a mapping of vGPU resource to amount, not {vgpu_raw!r}")
+        vgpu = {str(key): _number(value, f"vgpu.{key}") for key, value in vgpu_raw.items()}
+        return cls(cpu=cpu, memory_bytes=memory, gpu=gpu, gpu_type=str(gpu_type), vgpu=vgpu)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,10 +94,161 @@ class Phase(StrEnum):
         return self not in (Phase.PENDING, Phase.RUNNING)
 
 
+VOLUME_KINDS = ("pvc", "host_path", "nfs", "config_map", "secret", "shm", "empty_dir")
+SERVICE_MODES = ("deployment", "kserve")
+SCALE_METRICS = ("cpu", "memory", "concurrency", "rps")
+_SERVICE_KEYS = (
+    "mode", "min_replicas", "max_replicas", "scale_metric", "scale_target",
+    "model_format", "storage_uri", "canary_traffic_percent",
+)  # fmt: skip
+# Names of Kubernetes objects a volume may refer to (a PVC, ConfigMap or Secret): DNS-1123 subdomains.
+_OBJECT_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NFS_RE = re.compile(r"^(?P<server>[^:/\s]+):(?P<path>/\S*)$")
+# A container port's name (IANA_SVC_NAME): up to 15 lower-case letters, digits and inner single hyphens.
+_PORT_NAME_RE = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9]|-(?!-))*(?<!-)$")
+
+
+def _integer(value: Any, name: str, minimum: int = 0, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{name}: not a whole number: {value!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{name}: not a whole number: {value!r}") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f"{minimum} or more"
+        raise ValueError(f"{name}: must be {bound}, not {number}")
+    return number
+
+
+def parse_volume(raw: Any, name: str) -> dict[str, Any]:
+    """One volume as {"kind", "mount_path", "source", "read_only", "size"} (size in bytes or None).
+
+    kind: pvc (source = claim), host_path (source = absolute path on the node), nfs (source = "server:/export"),
+    config_map / secret (source = its name), shm (a memory-backed emptyDir at /dev/shm; size = its limit),
+    empty_dir (scratch space; size = its limit)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{name}: must be a mapping, not {raw!r}")
+    unknown = set(raw) - {"kind", "mount_path", "source", "read_only", "size"}
+    if unknown:
+        raise ValueError(f"{name}.{sorted(unknown)[0]}: unknown (use kind, mount_path, source, read_only, size)")
+    kind = raw.get("kind")
+    if kind not in VOLUME_KINDS:
+        raise ValueError(f"{name}.kind: must be one of {', '.join(VOLUME_KINDS)}, not {kind!r}")
+    mount_path = raw.get("mount_path") or ("/dev/shm" if kind == "shm" else "")
+    if not isinstance(mount_path, str) or not mount_path.startswith("/") or ":" in mount_path:
+        raise ValueError(f"{name}.mount_path: must be an absolute path without ':', not {mount_path!r}")
+    if kind == "shm" and mount_path != "/dev/shm":
+        raise ValueError(f"{name}.mount_path: a shm volume is mounted at /dev/shm, not {mount_path!r}")
+    source = raw.get("source") or ""
+    if not isinstance(source, str):
+        raise ValueError(f"{name}.source: not a string: {source!r}")
+    if kind in ("shm", "empty_dir"):
+        if source:
+            raise ValueError(f"{name}.source: a {kind} volume has no source")
+    elif kind == "host_path":
+        if not source.startswith("/"):
+            raise ValueError(f"{name}.source: must be an absolute path on the node, not {source!r}")
+    elif kind == "nfs":
+        if not _NFS_RE.match(source):
+            raise ValueError(f"{name}.source: must be server:/exported/path, not {source!r}")
+    elif not (_OBJECT_NAME_RE.match(source) and len(source) <= 253):
+        raise ValueError(f"{name}.source: must name a {kind.replace('_', ' ')} (lower-case DNS name), not {source!r}")
+    read_only = raw.get("read_only", False)
+    if not isinstance(read_only, bool):
+        raise ValueError(f"{name}.read_only: must be true or false, not {read_only!r}")
+    try:
+        size = parse_memory(raw.get("size"))
+    except ValueError as exc:
+        raise ValueError(f"{name}.size: {exc}") from None
+    if size is not None and kind not in ("shm", "empty_dir"):
+        raise ValueError(f"{name}.size: only shm and empty_dir volumes have a size")
+    return {"kind": kind, "mount_path": mount_path, "source": source, "read_only": read_only, "size": size}
+
+
+def parse_volumes(raw: Any) -> list[dict[str, Any]]:
+    if not isinstance(raw, list | tuple):
+        raise ValueError(f"volumes: must be a list, not {raw!r}")
+    volumes = [parse_volume(item, f"volumes[{i}]") for i, item in enumerate(raw)]
+    seen: dict[str, int] = {}
+    for i, volume in enumerate(volumes):
+        if volume["mount_path"] in seen:
+            first = seen[volume["mount_path"]]
+            raise ValueError(f"volumes[{i}].mount_path: {volume['mount_path']} is already used by volumes[{first}]")
+        seen[volume["mount_path"]] = i
+    return volumes
+
+
+def parse_ports(raw: Any) -> dict[str, int]:
+    """{"http": 8080}: the ports a service or notebook listens on, by name (names as Kubernetes wants them)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"ports: must be a mapping of name to port, not {raw!r}")
+    ports = {}
+    for name, port in raw.items():
+        if not isinstance(name, str) or len(name) > 15 or not _PORT_NAME_RE.match(name):
+            raise ValueError(f"ports.{name}: a port name is 1-15 lower-case letters, digits and single hyphens")
+        ports[name] = _integer(port, f"ports.{name}", 1, 65535)
+    return ports
+
+
+def parse_service(raw: Any) -> dict[str, Any]:
+    """How a workload of kind "service" is served, with every default filled in:
+
+    mode: "deployment" (Deployment + Service + HorizontalPodAutoscaler) or "kserve" (an InferenceService);
+    min_replicas / max_replicas (autoscaling when max > min; 0 = scale to zero, KServe only);
+    scale_metric cpu | memory | concurrency | rps and scale_target (utilisation % for cpu/memory);
+    model_format / storage_uri (KServe picks the serving runtime by format); canary_traffic_percent (KServe)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"service: must be a mapping, not {raw!r}")
+    unknown = set(raw) - set(_SERVICE_KEYS)
+    if unknown:
+        raise ValueError(f"service.{sorted(unknown)[0]}: unknown (use {', '.join(_SERVICE_KEYS)})")
+    mode = raw.get("mode") or "deployment"
+    if mode not in SERVICE_MODES:
+        raise ValueError(f"service.mode: must be one of {', '.join(SERVICE_MODES)}, not {mode!r}")
+    min_replicas = _integer(raw.get("min_replicas", 1), "service.min_replicas")
+    max_replicas = _integer(raw.get("max_replicas") or max(min_replicas, 1), "service.max_replicas", 1)
+    if max_replicas < min_replicas:
+        raise ValueError(f"service.max_replicas: {max_replicas} is less than min_replicas ({min_replicas})")
+    metric = raw.get("scale_metric") or "cpu"
+    if metric not in SCALE_METRICS:
+        raise ValueError(f"service.scale_metric: must be one of {', '.join(SCALE_METRICS)}, not {metric!r}")
+    target = raw.get("scale_target")
+    target = None if target in (None, "") else _integer(target, "service.scale_target", 1)
+    canary = raw.get("canary_traffic_percent")
+    canary = None if canary in (None, "") else _integer(canary, "service.canary_traffic_percent", 0, 100)
+    texts = {}
+    for key in ("model_format", "storage_uri"):
+        value = raw.get(key) or ""
+        if not isinstance(value, str):
+            raise ValueError(f"service.{key}: not a string: {value!r}")
+        texts[key] = value
+    return {
+        "mode": mode,
+        "min_replicas": min_replicas,
+        "max_replicas": max_replicas,
+        "scale_metric": metric,
+        "scale_target": target,
+        **texts,
+        "canary_traffic_percent": canary,
+    }
+
+
+def _string_map(raw: Any, name: str) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise ValueError(f"{name}: must be a mapping of strings, not {raw!r}")
+    return dict(raw)
+
+
 @dataclass
 class Workload:
     """What to run. `uid` makes submission idempotent; the same workload becomes a process tree locally or
-    a Job / PyTorchJob / … on Kubernetes."""
+    a Job / PyTorchJob / … on Kubernetes.
+
+    `replicas` maps a role to a count; which roles a framework knows is documented where it is built (the local
+    runtime: apps/runtime/local/launch.py; Kubernetes: apps/runtime/kubernetes/manifests/). The fields after
+    `labels` matter on a cluster only (the local runtime ignores them); they are checked when the workload is
+    made, so a bad one fails with a ValueError naming the field."""
 
     uid: str
     name: str
@@ -94,6 +263,45 @@ class Workload:
     resources: Resources = field(default_factory=Resources)
     timeout: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    retries: int = 0  # restarts the runtime itself makes (backoffLimit); pipeline retries are new attempts instead
+    cluster: str = ""  # kubernetes: the Cluster's name ("" = the first enabled cluster)
+    namespace: str = ""  # kubernetes: "" = the cluster's default namespace
+    image_pull_secrets: list[str] = field(default_factory=list)
+    cluster: str = ""  # a Cluster's name; empty = the runtime chooses
+    namespace: str = ""  # empty = the project's namespace on that cluster
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)  # Kubernetes Toleration objects
+    affinity: dict[str, Any] = field(default_factory=dict)  # a Kubernetes Affinity object
+    volumes: list[dict[str, Any]] = field(default_factory=list)  # see parse_volume
+    retries: int = 0  # restarts the runtime itself makes before the workload fails (backoffLimit, maxRetry)
+    image_pull_secrets: list[str] = field(default_factory=list)  # names of dockerconfigjson Secrets
+    ports: dict[str, int] = field(default_factory=dict)  # services and notebooks: name → port
+    service: dict[str, Any] = field(default_factory=dict)  # kind "service": see parse_service
+    rdma: bool = False  # an RDMA device and the IPC_LOCK capability in every replica
+    # Processes per replica for frameworks that start several (PyTorch's nprocPerNode, MPI's slotsPerWorker);
+    # 0 = the framework's default (for MPI: one per GPU of a worker, at least one).
+    procs_per_replica: int = 0
+
+    def __post_init__(self) -> None:
+        self.node_selector = _string_map(self.node_selector, "node_selector")
+        if not isinstance(self.tolerations, list | tuple) or not all(isinstance(t, dict) for t in self.tolerations):
+            raise ValueError(f"tolerations: must be a list of toleration mappings, not {self.tolerations!r}")
+        self.tolerations = [dict(t) for t in self.tolerations]
+        if not isinstance(self.affinity, dict):
+            raise ValueError(f"affinity: must be a mapping, not {self.affinity!r}")
+        self.volumes = parse_volumes(self.volumes)
+        self.retries = _integer(self.retries, "retries")
+        self.procs_per_replica = _integer(self.procs_per_replica, "procs_per_replica")
+        if not isinstance(self.image_pull_secrets, list | tuple) or not all(
+            isinstance(s, str) and _OBJECT_NAME_RE.match(s) for s in self.image_pull_secrets
+        ):
+            raise ValueError(f"image_pull_secrets: must be a list of Secret names, not {self.image_pull_secrets!r}")
+        self.image_pull_secrets = list(self.image_pull_secrets)
+        self.ports = parse_ports(self.ports)
+        # Kept as given when empty, so that workloads of other kinds do not carry a service's defaults around.
+        self.service = parse_service(self.service) if self.service else {}
+        if not isinstance(self.rdma, bool):
+            raise ValueError(f"rdma: must be true or false, not {self.rdma!r}")
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -102,6 +310,7 @@ class Workload:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Workload:
+        """From `as_dict()`, including dicts stored before the cluster fields existed (they take their defaults)."""
         data = dict(data)
         data["resources"] = Resources(**data.get("resources", {}))
         return cls(**data)

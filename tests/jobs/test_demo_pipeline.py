@@ -40,7 +40,7 @@ def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(agent, live_asgi
     assert metrics["accuracy"] > 0.8
     tracked = run.tasks.get(node="train").tracking_runs.get()
     assert (tracked.experiment.name, tracked.experiment.project, tracked.source_pipeline_run) == ("iris", project, run)
-    assert tracked.image == "python:3.11-slim"  # the train template's
+    assert tracked.image == settings.PORTAL_IMAGE  # the train template's: "{portal}", the portal's own image
     assert [i.name for i in tracked.inputs.all()] == ["iris@v2"]  # what the load node read
     version = ModelVersion.objects.get(  # the demo's own experiment registered the production version
         registered_model__project=project, registered_model__name="iris-classifier", run=tracked

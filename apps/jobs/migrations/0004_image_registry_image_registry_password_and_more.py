@@ -5,25 +5,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0003_logline_lean'),
+        ("jobs", "0003_logline_lean"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='image',
-            name='registry',
-            field=models.CharField(blank=True, help_text='e.g. registry.example.com', max_length=200, verbose_name='registry'),
+            model_name="image",
+            name="registry",
+            field=models.CharField(
+                blank=True, help_text="e.g. registry.example.com", max_length=200, verbose_name="registry"
+            ),
         ),
         migrations.AddField(
-            model_name='image',
-            name='registry_password',
-            field=encrypted_fields.fields.EncryptedTextField(blank=True, verbose_name='registry password'),
+            model_name="image",
+            name="registry_password",
+            field=encrypted_fields.fields.EncryptedTextField(blank=True, verbose_name="registry password"),
         ),
         migrations.AddField(
-            model_name='image',
-            name='registry_username',
-            field=models.CharField(blank=True, max_length=200, verbose_name='registry username'),
+            model_name="image",
+            name="registry_username",
+            field=models.CharField(blank=True, max_length=200, verbose_name="registry username"),
         ),
     ]

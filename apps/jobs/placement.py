@@ -1,0 +1,86 @@
+"""Where a project's tasks may run: the runtime its settings choose and, on Kubernetes, the clusters bound to
+it (the default binding first). The dispatcher takes the first pool with room; `pipeline_manifests` shows
+what a pool would be given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from apps.runtime.base import Runtime, get_runtime
+from apps.runtime.workload import Capacity
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One place a task can go: the local runtime, or one cluster (and namespace) of the kubernetes runtime."""
+
+    runtime: str
+    cluster: str = ""
+    namespace: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"cluster {self.cluster}" if self.cluster else "this machine"
+
+
+def runtime_name_for(project) -> str:
+    return project.runtime or settings.PORTAL_RUNTIME
+
+
+def pools_for(project) -> list[Pool]:
+    """The pools of `project` in the order they are tried. Empty when it runs on Kubernetes with no enabled
+    cluster bound (its tasks then wait, saying so)."""
+    name = runtime_name_for(project)
+    if name != "kubernetes":
+        return [Pool(name)]
+    from apps.runtime.models import ProjectCluster
+
+    bindings = ProjectCluster.objects.filter(project=project, cluster__enabled=True).select_related("cluster")
+    return [Pool(name, b.cluster.name, b.effective_namespace) for b in bindings]
+
+
+class Pools:
+    """Pools and their free capacity for one dispatch pass: each looked up once, then debited as tasks are
+    placed, so that one pass never hands out the same room twice."""
+
+    def __init__(self) -> None:
+        self._by_project: dict[int, list[Pool]] = {}
+        self._free: dict[Pool, list[float] | None] = {}
+        self._capacity: dict[Pool, Capacity | None] = {}
+
+    def of(self, project) -> list[Pool]:
+        if project.pk not in self._by_project:
+            self._by_project[project.pk] = pools_for(project)
+        return self._by_project[project.pk]
+
+    @staticmethod
+    def runtime(pool: Pool) -> Runtime:
+        return get_runtime(pool.runtime)
+
+    def ready(self, pool: Pool) -> bool:
+        """Whether the pool can take work at all: for a task that needs nothing, the cheaper question (the
+        local runtime answers it from its agents' heartbeats; a cluster from its last inventory)."""
+        if pool.cluster or pool in self._capacity:
+            return self._load(pool)
+        return self.runtime(pool).ready()
+
+    def free(self, pool: Pool) -> tuple[list[float] | None, Capacity | None]:
+        """[cpu, memory bytes, gpu] still free in `pool` in this pass, and its capacity (None: unavailable)."""
+        self._load(pool)
+        return self._free[pool], self._capacity[pool]
+
+    def _load(self, pool: Pool) -> bool:
+        if pool not in self._capacity:
+            runtime = self.runtime(pool)
+            capacity = runtime.capacity(cluster=pool.cluster) if pool.cluster else runtime.capacity()
+            self._capacity[pool] = capacity
+            self._free[pool] = [capacity.cpu, capacity.memory_bytes, capacity.gpu] if capacity else None
+        return self._capacity[pool] is not None
+
+    def take(self, pool: Pool, need: tuple[float, float, float]) -> None:
+        free = self._free.get(pool)
+        if free is not None:
+            for i in range(3):
+                free[i] -= need[i]
