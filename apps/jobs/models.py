@@ -54,7 +54,7 @@ class Image(models.Model):
     # imagePullSecrets. The password is encrypted at rest.
     registry = models.CharField(_("registry"), max_length=200, blank=True, help_text=_("e.g. registry.example.com"))
     registry_username = models.CharField(_("registry username"), max_length=200, blank=True)
-    registry_password = EncryptedTextField(_("registry password"), blank=True)
+    registry_password = EncryptedTextField(_("registry password"), blank=True, null=True)  # "" is stored as NULL
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = SharedTenantQuerySet.as_manager()

@@ -93,7 +93,8 @@ class Cluster(models.Model):
     name = models.SlugField(max_length=63, unique=True)
     description = models.TextField(blank=True)
     in_cluster = models.BooleanField(default=False, help_text="use the service account of the pod the portal runs in")
-    kubeconfig = EncryptedTextField(blank=True, help_text="kubeconfig YAML (stored encrypted)")
+    # Null: the encrypted field stores "" as NULL (in-cluster clusters have no kubeconfig).
+    kubeconfig = EncryptedTextField(blank=True, null=True, help_text="kubeconfig YAML (stored encrypted)")
     context = models.CharField(max_length=200, blank=True, help_text="kubeconfig context; empty = current-context")
     version = models.CharField(max_length=10, default="1.33", help_text="Kubernetes minor version, e.g. 1.33")
     default_namespace = models.CharField(max_length=63, default="default")

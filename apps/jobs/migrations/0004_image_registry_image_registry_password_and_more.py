@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="image",
             name="registry_password",
-            field=encrypted_fields.fields.EncryptedTextField(blank=True, verbose_name="registry password"),
+            field=encrypted_fields.fields.EncryptedTextField(blank=True, null=True, verbose_name="registry password"),
         ),
         migrations.AddField(
             model_name="image",

@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
                 ('name', models.SlugField(max_length=63, unique=True)),
                 ('description', models.TextField(blank=True)),
                 ('in_cluster', models.BooleanField(default=False, help_text='use the service account of the pod the portal runs in')),
-                ('kubeconfig', encrypted_fields.fields.EncryptedTextField(blank=True, help_text='kubeconfig YAML (stored encrypted)')),
+                ('kubeconfig', encrypted_fields.fields.EncryptedTextField(blank=True, null=True, help_text='kubeconfig YAML (stored encrypted)')),
                 ('context', models.CharField(blank=True, help_text='kubeconfig context; empty = current-context', max_length=200)),
                 ('version', models.CharField(default='1.33', help_text='Kubernetes minor version, e.g. 1.33', max_length=10)),
                 ('default_namespace', models.CharField(default='default', max_length=63)),
