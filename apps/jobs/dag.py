@@ -39,7 +39,7 @@ NODE_DEFAULTS: dict[str, Any] = {
     "env": {},
 }
 _NODE_KEYS = {"name", "template", *NODE_DEFAULTS}
-_RESOURCE_FIELDS = ("cpu", "memory", "gpu", "gpu_type")
+_RESOURCE_FIELDS = ("cpu", "memory", "gpu", "gpu_type", "vgpu")
 _DONE = object()
 
 
@@ -303,6 +303,8 @@ def _check_resources(
     result: dict[str, Any] = {"cpu": resources.cpu, "memory": resources.memory_bytes, "gpu": resources.gpu}
     if resources.gpu_type:
         result["gpu_type"] = resources.gpu_type
+    if resources.vgpu:  # shares of a GPU, by the names of the cluster's vGPU resources
+        result["vgpu"] = resources.vgpu
 
     cpu_limit, memory_limit, gpu_limit = limits.get("cpu"), limits.get("memory_bytes"), limits.get("gpu")
     if cpu_limit is not None and resources.cpu > cpu_limit:
@@ -330,9 +332,11 @@ def _check_resources(
 
 def _resource_message(field: str, value: Any) -> str:
     if field not in _RESOURCE_FIELDS:
-        return _("Unknown resource (use cpu, memory, gpu or gpu_type).")
+        return _("Unknown resource (use cpu, memory, gpu, gpu_type or vgpu).")
     if field == "memory":
         return _("“%(value)s” is not a memory size (use e.g. 512Mi, 2Gi or a number of bytes).") % {"value": value}
+    if field == "vgpu":
+        return _("Must be a mapping of vGPU resource to an amount of 0 or more, e.g. {memory: 8000}.")
     return _("“%(value)s” is not a number of 0 or more.") % {"value": value}
 
 

@@ -310,6 +310,7 @@ def build_workload(
             memory_bytes=res.get("memory"),
             gpu=float(res.get("gpu") or 0),
             gpu_type=str(res.get("gpu_type") or ""),
+            vgpu={str(k): float(v) for k, v in (res.get("vgpu") or {}).items()},
         ),
         timeout=int(timeout) if timeout else None,
         retries=0,  # the orchestrator retries (with backoff and a new attempt row), never the runtime

@@ -46,6 +46,8 @@ def _number(value: Any, name: str, default: float = 0.0) -> float:
 
 @dataclass(frozen=True)
 class Resources:
+    """What one replica of a workload asks for."""
+
     cpu: float = 1.0
     memory_bytes: int | None = None
     gpu: float = 0.0

@@ -263,24 +263,29 @@ def test_node_resources_override_the_template_defaults_and_accept_memory_strings
             node("a", "train", args={"dataset": "d"}, resources={"memory": "512Mi", "gpu": 1, "gpu_type": "A100"}),
             node("b", "train", args={"dataset": "d"}, resources={"memory": "2G", "cpu": "0.5"}),
             node("c", "train", args={"dataset": "d"}, resources={"memory": 1024, "cpu": None}),
+            node("d", "train", args={"dataset": "d"}, resources={"gpu": 0.5, "vgpu": {"memory": 8000}}),
         ]
     }
 
-    a, b, c = (n["resources"] for n in validate(spec)["nodes"])
+    a, b, c, d = (n["resources"] for n in validate(spec)["nodes"])
 
     assert a == {"cpu": 2.0, "memory": 512 * 2**20, "gpu": 1.0, "gpu_type": "A100"}
     assert b == {"cpu": 0.5, "memory": 2 * 10**9, "gpu": 0.0}
     assert c == {"cpu": 2.0, "memory": 1024, "gpu": 0.0}  # a null keeps the template's default
+    assert d == {"cpu": 2.0, "memory": 4 * GiB, "gpu": 0.5, "vgpu": {"memory": 8000.0}}
 
 
 def test_it_reports_bad_resources_on_their_own_field():
-    spec = {"nodes": [node("a", resources={"cpu": "lots", "memory": "2 gigs", "gpu": -1, "disk": "10Gi"})]}
+    spec = {"nodes": [node("a", resources={"cpu": "lots", "memory": "2 gigs", "gpu": -1, "disk": "10Gi", "vgpu": 3})]}
 
     assert errors_of(spec) == {
         "nodes.a.resources.cpu": ["“lots” is not a number of 0 or more."],
         "nodes.a.resources.memory": ["“2 gigs” is not a memory size (use e.g. 512Mi, 2Gi or a number of bytes)."],
         "nodes.a.resources.gpu": ["“-1” is not a number of 0 or more."],
-        "nodes.a.resources.disk": ["Unknown resource (use cpu, memory, gpu or gpu_type)."],
+        "nodes.a.resources.disk": ["Unknown resource (use cpu, memory, gpu, gpu_type or vgpu)."],
+        "nodes.a.resources.vgpu": [
+            "Must be a mapping of vGPU resource to an amount of 0 or more, e.g. {memory: 8000}."
+        ],
     }
 
 

@@ -6,42 +6,52 @@ The contract the runtime and the controller rely on (implemented by the kind mod
   `ApiClient().sanitize_for_serialization` gives), the *primary* object first (the one whose status is the
   workload's phase: a Job, a PyTorchJob, a Volcano Job, a Deployment, a StatefulSet, an InferenceService …),
   then its companions (Service, HPA, …). Names are deterministic from `workload.uid` (`object_name`), so
-  applying twice finds the same objects. Every object and every pod template carries `LABEL_UID` (the
-  sanitised uid) and `LABEL_MANAGED`; pod templates also carry `LABEL_ROLE`. Raises `ManifestError`
-  (a ValueError) naming the field when the workload cannot be expressed on this cluster (e.g. a PyTorchJob
-  on a cluster without the training operator, or a GPU type without a label to select it).
+  applying twice finds the same objects. Every object and every pod template carries `LABEL_UID`
+  (`label_value(uid)`) and `LABEL_MANAGED`; pod templates also carry `LABEL_ROLE` and name the container whose
+  output is the log (`log_container(pod)`). Raises `ManifestError` (a ValueError) naming the field when the
+  workload cannot be expressed on this cluster (e.g. a PyTorchJob on a cluster without the training operator,
+  or a GPU type without a label to select it).
 - `phase_of(obj) -> tuple[Phase, str]`: the phase of the workload and a reason, read from the primary
   object's status (Job conditions, Kubeflow conditions, Volcano state, RayJob jobStatus, Deployment
   availability, …); PENDING while nothing says otherwise.
 - `replica_of(pod) -> str`: the replica name used in logs, e.g. "master-0", "worker-1", "0".
 - `resource_of(api_version, kind) -> Resource`: plural and namespacing, for the generic client calls.
+
+Modules: `meta` (labels, names, the resource table), `pod` (the pod template), one per kind: `job`, `kubeflow`
+(PyTorchJob, TFJob, MPIJob, PaddleJob, XGBoostJob), `volcano`, `ray`, `deployment` (Deployment + Service + HPA),
+`kserve`, `notebook` (StatefulSet + Service); `dispatch` chooses among them. Which replica counts mean what is
+documented in each kind's module.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from apps.runtime.kubernetes.manifests.dispatch import FRAMEWORKS, KINDS, build, log_container, phase_of, replica_of
+from apps.runtime.kubernetes.manifests.meta import (
+    LABEL_MANAGED,
+    LABEL_ROLE,
+    LABEL_UID,
+    MANAGED_BY,
+    ManifestError,
+    Resource,
+    label_value,
+    object_name,
+    resource_of,
+)
 
-LABEL_MANAGED = "app.kubernetes.io/managed-by"
-MANAGED_BY = "mlops-portal"
-LABEL_UID = "portal.io/workload"
-LABEL_ROLE = "portal.io/replica-type"
-
-
-class ManifestError(ValueError):
-    """The workload cannot be expressed on this cluster; the message names the field."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
-
-    @property
-    def version(self) -> str:
-        return self.api_version.rpartition("/")[2]
+__all__ = [
+    "FRAMEWORKS",
+    "KINDS",
+    "LABEL_MANAGED",
+    "LABEL_ROLE",
+    "LABEL_UID",
+    "MANAGED_BY",
+    "ManifestError",
+    "Resource",
+    "build",
+    "label_value",
+    "log_container",
+    "object_name",
+    "phase_of",
+    "replica_of",
+    "resource_of",
+]
