@@ -268,8 +268,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing root before the first collectstatic
+# The image collects into its own folder (PORTAL_STATIC_ROOT): under PORTAL_VAR_DIR a mounted volume would hide it.
+STATIC_ROOT = Path(envstr("PORTAL_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root before the first collectstatic
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "/media/"
@@ -303,7 +304,9 @@ if envstr("PORTAL_STORAGE", "filesystem") == "s3":
             "max_memory_size": 8 * 2**20,  # S3File spools to disk past this, never holds a blob in memory
         },
     }
-WHITENOISE_USE_FINDERS = True  # serve straight from static/ too, so a forgotten collectstatic never breaks a page
+# Serve straight from static/ too, so a forgotten collectstatic never breaks a page; off in an image (which
+# collected at build time), where the finders' entries would replace the collected, compressed files.
+WHITENOISE_USE_FINDERS = envbool("PORTAL_STATIC_FINDERS", True)
 
 LOGGING = {
     "version": 1,
