@@ -18,6 +18,7 @@ urlpatterns = [
     path("", include("apps.jobs.urls")),
     path("", include("apps.datasets.urls")),
     path("", include("apps.models.urls")),
+    path("", include("apps.runtime.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),

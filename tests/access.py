@@ -14,9 +14,11 @@ from apps.accounts.services import create_token, notify
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.models import Membership, Project, Quota, Role
+from apps.runtime.models import Cluster, ProjectCluster
 from tests import factories as dataset_factories
 from tests import factories as tracking_factories
 from tests.factories import UserFactory, add_member, pipeline, python_template
+from tests.runtime.factories import ClusterFactory, bind
 
 
 def make_run(project: Project, owner: Any) -> PipelineRun:
@@ -67,3 +69,10 @@ def lookup_value(obj: Any, viewset: Any) -> str:
 
 # Experiment tracking and the model registry (apps.models)
 PROJECT_OBJECT_MAKERS.update(tracking_factories.tracking_object_makers())
+# Clusters are platform objects; a project "has" the ones bound to it.
+PROJECT_OBJECT_MAKERS.update(
+    {
+        Cluster: lambda project, owner: bind(ClusterFactory(), project).cluster,
+        ProjectCluster: lambda project, owner: bind(ClusterFactory(), project),
+    }
+)

@@ -5,7 +5,8 @@ from typing import Any
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
-from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.jobs.forms import registry_credential_errors
+from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.api.base import request_token
 from apps.projects.api.serializers import VisibleProjectField
 
@@ -106,3 +107,56 @@ class ScheduleSerializer(serializers.ModelSerializer):
         if not Pipeline.objects.for_user(request.user, token=request_token(request)).filter(pk=pipeline.pk).exists():
             raise serializers.ValidationError(_("No such pipeline."))
         return pipeline
+
+
+class ImageSerializer(serializers.ModelSerializer):
+    """An image and its registry credentials. `registry_password` is write-only: omitted or empty keeps the stored
+    one, null removes it; `has_registry_password` says whether one is stored."""
+
+    project = VisibleProjectField()
+    registry_password = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, allow_null=True, trim_whitespace=False,
+        style={"input_type": "password"},
+    )  # fmt: skip
+    has_registry_password = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Image
+        fields = [
+            "id", "project", "name", "description", "registry", "registry_username", "registry_password",
+            "has_registry_password", "created_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at"]
+
+    def get_has_registry_password(self, image: Image) -> bool:
+        return bool(image.registry_password)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        def current(field: str) -> str:
+            return attrs[field] if field in attrs else getattr(self.instance, field, "") or ""
+
+        if "registry_password" in attrs and attrs["registry_password"] is None:
+            has_password = False
+        else:
+            has_password = bool(attrs.get("registry_password")) or bool(current("registry_password"))
+        errors = registry_credential_errors(current("registry"), current("registry_username"), has_password)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    @staticmethod
+    def _with_password(attrs: dict[str, Any]) -> dict[str, Any]:
+        """Only a given password is written (null: removed), so an update without one keeps the stored one."""
+        attrs = dict(attrs)
+        password = attrs.pop("registry_password", "")
+        if password is None:
+            attrs["registry_password"] = ""
+        elif password:
+            attrs["registry_password"] = password
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> Image:
+        return super().create(self._with_password(validated_data))
+
+    def update(self, instance: Image, validated_data: dict[str, Any]) -> Image:
+        return super().update(instance, self._with_password(validated_data))
