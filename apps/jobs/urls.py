@@ -12,6 +12,7 @@ urlpatterns = [
     path("p/<slug:project>/pipelines/<int:pk>/", pipelines.pipeline_detail, name="pipeline-detail"),
     path("p/<slug:project>/pipelines/<int:pk>/run/", pipelines.pipeline_run, name="pipeline-run"),
     path("p/<slug:project>/pipelines/<int:pk>/export/", pipelines.pipeline_export, name="pipeline-export"),
+    path("p/<slug:project>/pipelines/<int:pk>/manifests/", pipelines.pipeline_manifests, name="pipeline-manifests"),
     path("p/<slug:project>/runs/", runs.run_list, name="run-list"),
     path("p/<slug:project>/runs/<int:pk>/", runs.run_detail, name="run-detail"),
     path("p/<slug:project>/runs/<int:pk>/cancel/", runs.run_cancel, name="run-cancel"),

@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,6 +21,7 @@ from apps.jobs.api.serializers import (
     TaskRunSerializer,
 )
 from apps.jobs.args import validate_args_schema, with_order
+from apps.jobs.dryrun import choose_cluster, dry_run
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
@@ -61,7 +63,7 @@ class PipelineViewSet(ProjectScopedViewSet):
     serializer_class = PipelineSerializer
     filterset_fields = ["name"]
     search_fields = ["name", "description"]
-    action_perms = {"run": CONTRIBUTE, "export": VIEW, "import_yaml": CONTRIBUTE}
+    action_perms = {"run": CONTRIBUTE, "export": VIEW, "manifests": VIEW, "import_yaml": CONTRIBUTE}
 
     def perform_create(self, serializer: PipelineSerializer) -> None:
         data = serializer.validated_data
@@ -95,6 +97,25 @@ class PipelineViewSet(ProjectScopedViewSet):
             dump_pipeline(pipeline.name, pipeline.description, pipeline.spec), content_type="application/yaml"
         )
         response["Content-Disposition"] = f'attachment; filename="{pipeline.name}.yaml"'
+        return response
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cluster", str, description="a cluster of the project (default: its default)")],
+        responses={200: OpenApiResponse(description="The Kubernetes objects a run would apply, as YAML")},
+    )
+    @action(detail=True, methods=["get"])
+    def manifests(self, request: Request, pk: str | None = None) -> HttpResponse:
+        """Dry run: the multi-document YAML the kubernetes runtime would apply for a run (nothing is created).
+        Nodes that cannot run on the cluster are named in comments and in the `X-Portal-Unplaceable` header."""
+        pipeline = self.get_object()
+        try:
+            cluster, namespace = choose_cluster(pipeline.project, request.query_params.get("cluster", ""))
+        except LookupError as exc:
+            raise DRFValidationError({"cluster": [str(exc)]}) from None
+        result = dry_run(pipeline, cluster, namespace)
+        response = HttpResponse(result.yaml(), content_type="application/yaml")
+        if result.errors:
+            response["X-Portal-Unplaceable"] = ",".join(result.errors)
         return response
 
     @extend_schema(request=PipelineYamlSerializer, responses={201: PipelineSerializer})

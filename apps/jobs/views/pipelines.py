@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
 from apps.jobs import services
+from apps.jobs.dryrun import choose_cluster, cluster_choices, dry_run
 from apps.jobs.forms import PipelineYamlForm
 from apps.jobs.graph import layout
 from apps.jobs.models import Pipeline, PipelineRun
@@ -112,3 +113,26 @@ def pipeline_export(request: HttpRequest, project: Project, pipeline: Pipeline) 
     )
     response["Content-Disposition"] = f'attachment; filename="{pipeline.name}.yaml"'
     return response
+
+
+@project_view(VIEW, model=Pipeline, methods=("GET",))
+def pipeline_manifests(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
+    """Dry run: the Kubernetes objects a run would create on one of the project's clusters (nothing is applied).
+    `?download=1` answers the multi-document YAML itself."""
+    context: dict = {"project": project, "pipeline": pipeline, "choices": cluster_choices(project)}
+    try:
+        cluster, namespace = choose_cluster(project, request.GET.get("cluster", ""))
+        result = dry_run(pipeline, cluster, namespace)
+    except (LookupError, ValidationError) as exc:
+        message = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+        # No cluster at all, or a pipeline that no longer validates, is the state of things (200); a cluster
+        # that the query names and the project cannot use is a bad request.
+        status = 400 if request.GET.get("cluster") and context["choices"] else 200
+        if request.GET.get("download"):
+            return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+        return render(request, "jobs/pipeline_manifests.html", {**context, "error": message}, status=status)
+    if request.GET.get("download"):
+        response = HttpResponse(result.yaml(), content_type="application/yaml")
+        response["Content-Disposition"] = f'attachment; filename="{pipeline.name}-{cluster.name}.yaml"'
+        return response
+    return render(request, "jobs/pipeline_manifests.html", {**context, "cluster": cluster, "result": result})
