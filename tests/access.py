@@ -12,7 +12,7 @@ from typing import Any
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.services import create_token, notify
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
-from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.models import Membership, Project, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
 from tests import factories as dataset_factories
@@ -69,6 +69,7 @@ def lookup_value(obj: Any, viewset: Any) -> str:
 
 # Experiment tracking and the model registry (apps.models)
 PROJECT_OBJECT_MAKERS.update(tracking_factories.tracking_object_makers())
+PROJECT_OBJECT_MAKERS[Image] = lambda project, owner: Image.objects.create(project=project, name="reg.example/app:1")
 # Clusters are platform objects; a project "has" the ones bound to it.
 PROJECT_OBJECT_MAKERS.update(
     {

@@ -1,6 +1,7 @@
 from rest_framework.routers import SimpleRouter
 
 from apps.jobs.api.views import (
+    ImageViewSet,
     JobTemplateViewSet,
     PipelineRunViewSet,
     PipelineViewSet,
@@ -10,6 +11,7 @@ from apps.jobs.api.views import (
 
 router = SimpleRouter()
 router.register("templates", JobTemplateViewSet, basename="template")
+router.register("images", ImageViewSet, basename="image")
 router.register("pipelines", PipelineViewSet, basename="pipeline")
 router.register("runs", PipelineRunViewSet, basename="run")
 router.register("task-runs", TaskRunViewSet, basename="taskrun")

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from apps.jobs import schedules, services
 from apps.jobs.api.serializers import (
+    ImageSerializer,
     JobTemplateSerializer,
     PipelineRunSerializer,
     PipelineSerializer,
@@ -22,7 +23,7 @@ from apps.jobs.api.serializers import (
 )
 from apps.jobs.args import validate_args_schema, with_order
 from apps.jobs.dryrun import choose_cluster, dry_run
-from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
 from apps.projects.permissions import CONTRIBUTE, VIEW
@@ -54,6 +55,33 @@ class JobTemplateViewSet(ProjectScopedViewSet):
         serializer.save(
             version=(latest.version + 1) if latest else 1, args_schema=with_order(data.get("args_schema") or {})
         )
+
+
+class ImageViewSet(ProjectScopedViewSet):
+    """Container images a project's templates name, with the credentials of a private registry (the password is
+    write-only; on Kubernetes it becomes an image pull secret). Built-in images (no project) are read-only."""
+
+    queryset = Image.objects.select_related("project")
+    serializer_class = ImageSerializer
+    filterset_fields = ["name"]
+    search_fields = ["name", "description", "registry"]
+
+    def check_object_permissions(self, request: Request, obj: Image) -> None:
+        if obj.project_id is None and self.action != "retrieve":
+            self.permission_denied(request, message="Built-in images cannot be changed.")
+        if obj.project_id is not None:
+            super().check_object_permissions(request, obj)
+
+    def perform_create(self, serializer: ImageSerializer) -> None:
+        project = serializer.validated_data.get("project")
+        if project is None:
+            self.permission_denied(self.request, message="Give the project the image belongs to.")
+        self.check_project(project)
+        serializer.save()
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        self.precheck_project()
+        return super().create(request, *args, **kwargs)
 
 
 class PipelineViewSet(ProjectScopedViewSet):
