@@ -196,6 +196,14 @@ PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
 PORTAL_RUNTIME = envstr("PORTAL_RUNTIME", "local")
 # The portal's own image: what "{portal}" in a template's image means (the built-in tasks need the portal's code).
 PORTAL_IMAGE = envstr("PORTAL_IMAGE", "mlops-portal:dev")
+# The Kubernetes controller (`manage.py runkube`), in seconds: its pass, heartbeat, full resync of watched
+# objects, node inventory refresh, how long an image may fail to pull before the task fails, how long logs
+# drain after a workload ends, a silent log stream's reconnect, Events lookups; and the API retry policy.
+for _name, _default in {
+    "TICK": "1", "HEARTBEAT": "2", "RESYNC": "60", "INVENTORY": "30", "PULL_GRACE": "120", "LOG_DRAIN": "30",
+    "LOG_IDLE": "300", "EVENTS": "10", "RETRY_ATTEMPTS": "5", "RETRY_BASE": "0.2", "REQUEST_TIMEOUT": "30",
+}.items():  # fmt: skip
+    globals()[f"PORTAL_KUBE_{_name}"] = float(envstr(f"PORTAL_KUBE_{_name}", _default))
 # Where task attempts write their outputs (PORTAL_OUTPUT_DIR) and read their inputs.
 PORTAL_WORK_DIR = Path(envstr("PORTAL_WORK_DIR", str(VAR_DIR / "work")))
 # An agent whose heartbeat is older than this is dead: its running workloads are lost.

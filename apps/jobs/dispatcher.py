@@ -22,6 +22,7 @@ from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.runtime.base import get_runtime
+from apps.runtime.kubernetes.apply import registry_secret_name
 from apps.runtime.workload import Capacity, Resources, Workload
 
 # Tokens of task attempts: long enough for any task, revoked the moment the attempt ends.
@@ -264,11 +265,6 @@ def registry_images(project_ids: set[int], names: set[str]) -> dict[tuple[int | 
     return {(image.project_id, image.name): image for image in rows}
 
 
-def pull_secret_name(image: Image) -> str:
-    """The dockerconfigjson Secret the kubernetes controller keeps for `image`'s registry credentials."""
-    return f"portal-registry-{image.pk}"
-
-
 def build_workload(
     task: TaskRun,
     node: dict[str, Any],
@@ -317,7 +313,7 @@ def build_workload(
         labels=labels,
         cluster=pool.cluster if pool else "",
         namespace=pool.namespace if pool else "",
-        image_pull_secrets=[pull_secret_name(image)] if image is not None else [],
+        image_pull_secrets=[registry_secret_name(image.pk)] if image is not None else [],
     )
 
 

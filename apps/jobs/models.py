@@ -6,9 +6,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
-from encrypted_fields.fields import EncryptedTextField
 
 from apps.projects.querysets import TenantQuerySet
+from portal.lib.fields import EncryptedText
 
 
 class SharedTenantQuerySet(TenantQuerySet):
@@ -54,7 +54,7 @@ class Image(models.Model):
     # imagePullSecrets. The password is encrypted at rest.
     registry = models.CharField(_("registry"), max_length=200, blank=True, help_text=_("e.g. registry.example.com"))
     registry_username = models.CharField(_("registry username"), max_length=200, blank=True)
-    registry_password = EncryptedTextField(_("registry password"), blank=True, null=True)  # "" is stored as NULL
+    registry_password = EncryptedText(_("registry password"), blank=True, null=True)  # "" is stored as NULL
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = SharedTenantQuerySet.as_manager()

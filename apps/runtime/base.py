@@ -13,6 +13,7 @@ from apps.runtime.workload import Capacity, Status, Workload
 
 RUNTIMES = {
     "local": "apps.runtime.local.runtime.LocalRuntime",
+    "kubernetes": "apps.runtime.kubernetes.runtime.KubernetesRuntime",
 }
 
 

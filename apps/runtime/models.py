@@ -1,4 +1,4 @@
-"""State of the local runtime: the supervising agent(s) and the workloads handed to them."""
+"""State of the runtimes: local agents and their workloads; Kubernetes clusters, project bindings, workloads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
-from encrypted_fields.fields import EncryptedTextField
+
+from portal.lib.fields import EncryptedText
 
 
 def heartbeat_cutoff():
@@ -16,8 +17,14 @@ def heartbeat_cutoff():
 
 
 class Agent(models.Model):
-    """A running `manage.py runagent`. Its heartbeat tells the portal it is alive and what it has free."""
+    """A running `manage.py runagent` (kind "local") or `manage.py runkube` (kind "kubernetes"). Its heartbeat
+    tells the portal it is alive and (an agent) what it has free."""
 
+    class Kind(models.TextChoices):
+        LOCAL = "local"
+        KUBERNETES = "kubernetes"
+
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.LOCAL, db_index=True)
     hostname = models.CharField(max_length=200)
     pid = models.IntegerField()
     address = models.CharField(max_length=100, blank=True, help_text="host:port it listens on for wake-ups")
@@ -94,7 +101,7 @@ class Cluster(models.Model):
     description = models.TextField(blank=True)
     in_cluster = models.BooleanField(default=False, help_text="use the service account of the pod the portal runs in")
     # Null: the encrypted field stores "" as NULL (in-cluster clusters have no kubeconfig).
-    kubeconfig = EncryptedTextField(blank=True, null=True, help_text="kubeconfig YAML (stored encrypted)")
+    kubeconfig = EncryptedText(blank=True, null=True, help_text="kubeconfig YAML (stored encrypted)")
     context = models.CharField(max_length=200, blank=True, help_text="kubeconfig context; empty = current-context")
     version = models.CharField(max_length=10, default="1.33", help_text="Kubernetes minor version, e.g. 1.33")
     default_namespace = models.CharField(max_length=63, default="default")
@@ -173,6 +180,9 @@ class KubeWorkload(models.Model):
     created = models.BooleanField(default=False, help_text="all objects exist on the cluster")
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
     replicas = models.JSONField(default=dict, blank=True, help_text="replica → pod phase")
+    # pod → [time of the last log line handed to the listener (ns since the epoch), lines at that time]: where a
+    # restarted controller resumes each pod's log (apps/runtime/kubernetes/podlogs.py).
+    log_cursors = models.JSONField(default=dict, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)

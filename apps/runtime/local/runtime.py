@@ -20,7 +20,8 @@ ACTIVE = [LocalWorkload.State.PENDING, LocalWorkload.State.RUNNING]
 
 
 def live_agents():
-    return Agent.objects.filter(heartbeat_at__gte=heartbeat_cutoff(), stopped_at__isnull=True)
+    """Live local agents (kubernetes controllers heartbeat in the same table, with their own kind)."""
+    return Agent.objects.filter(kind=Agent.Kind.LOCAL, heartbeat_at__gte=heartbeat_cutoff(), stopped_at__isnull=True)
 
 
 _addresses: tuple[float, list[str]] = (0.0, [])

@@ -2,82 +2,166 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import encrypted_fields.fields
 from django.db import migrations, models
+
+import portal.lib.fields
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('projects', '0001_initial'),
-        ('runtime', '0002_workload_usage'),
+        ("projects", "0001_initial"),
+        ("runtime", "0002_workload_usage"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Cluster',
+            name="Cluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=63, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('in_cluster', models.BooleanField(default=False, help_text='use the service account of the pod the portal runs in')),
-                ('kubeconfig', encrypted_fields.fields.EncryptedTextField(blank=True, null=True, help_text='kubeconfig YAML (stored encrypted)')),
-                ('context', models.CharField(blank=True, help_text='kubeconfig context; empty = current-context', max_length=200)),
-                ('version', models.CharField(default='1.33', help_text='Kubernetes minor version, e.g. 1.33', max_length=10)),
-                ('default_namespace', models.CharField(default='default', max_length=63)),
-                ('node_selector', models.JSONField(blank=True, default=dict, help_text='added to every pod, e.g. a resource group')),
-                ('resource_group_label', models.CharField(blank=True, default='portal.io/resource-group', max_length=200)),
-                ('gpu_resource', models.CharField(default='nvidia.com/gpu', max_length=200)),
-                ('gpu_type_label', models.CharField(default='gpu-type', help_text='node label naming the GPU model', max_length=200)),
-                ('vgpu_resources', models.JSONField(blank=True, default=dict, help_text='vGPU resource names, e.g. {"memory": "nvidia.com/gpumem"}')),
-                ('rdma_resource', models.CharField(blank=True, help_text='e.g. rdma/hca; empty = no RDMA', max_length=200)),
-                ('operators', models.JSONField(blank=True, default=list, help_text='installed: training-operator, volcano, kserve, kuberay')),
-                ('volcano_queue', models.CharField(default='default', max_length=63)),
-                ('work_volume_claim', models.CharField(blank=True, help_text='ReadWriteMany PVC mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it', max_length=253)),
-                ('enabled', models.BooleanField(default=True)),
-                ('inventory', models.JSONField(blank=True, default=dict)),
-                ('inventory_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.SlugField(max_length=63, unique=True)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "in_cluster",
+                    models.BooleanField(
+                        default=False, help_text="use the service account of the pod the portal runs in"
+                    ),
+                ),
+                (
+                    "kubeconfig",
+                    portal.lib.fields.EncryptedText(
+                        blank=True, null=True, help_text="kubeconfig YAML (stored encrypted)"
+                    ),
+                ),
+                (
+                    "context",
+                    models.CharField(
+                        blank=True, help_text="kubeconfig context; empty = current-context", max_length=200
+                    ),
+                ),
+                (
+                    "version",
+                    models.CharField(default="1.33", help_text="Kubernetes minor version, e.g. 1.33", max_length=10),
+                ),
+                ("default_namespace", models.CharField(default="default", max_length=63)),
+                (
+                    "node_selector",
+                    models.JSONField(blank=True, default=dict, help_text="added to every pod, e.g. a resource group"),
+                ),
+                (
+                    "resource_group_label",
+                    models.CharField(blank=True, default="portal.io/resource-group", max_length=200),
+                ),
+                ("gpu_resource", models.CharField(default="nvidia.com/gpu", max_length=200)),
+                (
+                    "gpu_type_label",
+                    models.CharField(default="gpu-type", help_text="node label naming the GPU model", max_length=200),
+                ),
+                (
+                    "vgpu_resources",
+                    models.JSONField(
+                        blank=True, default=dict, help_text='vGPU resource names, e.g. {"memory": "nvidia.com/gpumem"}'
+                    ),
+                ),
+                (
+                    "rdma_resource",
+                    models.CharField(blank=True, help_text="e.g. rdma/hca; empty = no RDMA", max_length=200),
+                ),
+                (
+                    "operators",
+                    models.JSONField(
+                        blank=True, default=list, help_text="installed: training-operator, volcano, kserve, kuberay"
+                    ),
+                ),
+                ("volcano_queue", models.CharField(default="default", max_length=63)),
+                (
+                    "work_volume_claim",
+                    models.CharField(
+                        blank=True,
+                        help_text="ReadWriteMany PVC mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it",
+                        max_length=253,
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("inventory", models.JSONField(blank=True, default=dict)),
+                ("inventory_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='KubeWorkload',
+            name="KubeWorkload",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.CharField(max_length=100, unique=True)),
-                ('namespace', models.CharField(max_length=63)),
-                ('spec', models.JSONField()),
-                ('applied', models.JSONField(blank=True, default=list)),
-                ('created', models.BooleanField(default=False, help_text='all objects exist on the cluster')),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('lost', 'Lost')], db_index=True, default='pending', max_length=20)),
-                ('replicas', models.JSONField(blank=True, default=dict, help_text='replica → pod phase')),
-                ('exit_code', models.IntegerField(blank=True, null=True)),
-                ('reason', models.TextField(blank=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='workloads', to='runtime.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.CharField(max_length=100, unique=True)),
+                ("namespace", models.CharField(max_length=63)),
+                ("spec", models.JSONField()),
+                ("applied", models.JSONField(blank=True, default=list)),
+                ("created", models.BooleanField(default=False, help_text="all objects exist on the cluster")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("lost", "Lost"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=20,
+                    ),
+                ),
+                ("replicas", models.JSONField(blank=True, default=dict, help_text="replica → pod phase")),
+                ("exit_code", models.IntegerField(blank=True, null=True)),
+                ("reason", models.TextField(blank=True)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="workloads", to="runtime.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'pk'],
+                "ordering": ["created_at", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='ProjectCluster',
+            name="ProjectCluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('namespace', models.CharField(blank=True, help_text="empty = the cluster's default namespace", max_length=63)),
-                ('is_default', models.BooleanField(default=False)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='bindings', to='runtime.cluster')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='cluster_bindings', to='projects.project')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "namespace",
+                    models.CharField(blank=True, help_text="empty = the cluster's default namespace", max_length=63),
+                ),
+                ("is_default", models.BooleanField(default=False)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="bindings", to="runtime.cluster"
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="cluster_bindings",
+                        to="projects.project",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-is_default', 'cluster__name'],
-                'constraints': [models.UniqueConstraint(fields=('project', 'cluster'), name='runtime_projectcluster_unique')],
+                "ordering": ["-is_default", "cluster__name"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("project", "cluster"), name="runtime_projectcluster_unique")
+                ],
             },
         ),
     ]
