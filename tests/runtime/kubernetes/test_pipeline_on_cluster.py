@@ -1,0 +1,148 @@
+"""Pipelines of a project that runs on Kubernetes, end to end: the orchestrator places each task on the project's
+cluster, the controller creates its objects on the (in-test) API and follows them, and the run goes green with
+every replica's log stored like the local runtime's."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.jobs.builtin import load_builtin_templates
+from apps.jobs.demo import populate
+from apps.jobs.dispatcher import TOKEN_PLACEHOLDER
+from apps.jobs.models import LogLine, RunStatus, TaskStatus
+from apps.jobs.services import save_pipeline, start_run
+from apps.runtime.models import Cluster, KubeWorkload
+from tests.factories import ProjectFactory, UserFactory
+from tests.jobs.conftest import drive
+from tests.runtime.factories import bind
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def project(cluster, fake):
+    owner = UserFactory(username="alice")
+    project = ProjectFactory(owner=owner, slug="vision")
+    project.runtime = "kubernetes"
+    project.save(update_fields=["runtime"])
+    bind(cluster, project, namespace="vision", is_default=True)
+    fake.add_node("node-1", cpu="16", memory="64Gi")
+    return project
+
+
+def wait_for_inventory(cluster) -> None:
+    from tests.runtime.kubernetes.conftest import wait_for
+
+    wait_for(lambda: cluster.__class__.objects.get(pk=cluster.pk).inventory.get("nodes"), message="no inventory")
+
+
+def test_the_demo_pipeline_runs_green_on_the_cluster_with_each_tasks_log(project, cluster, fake, run_controller):
+    fake.sim.autopilot(outcome="succeeded", lines=3, delay=0.02)
+    run_controller()
+    wait_for_inventory(cluster)
+    pipeline = populate(project, project.created_by)
+
+    run = drive(start_run(pipeline, project.created_by), timeout=90)
+
+    assert run.status == RunStatus.SUCCEEDED, run.reason
+    tasks = {t.node: t for t in run.tasks.select_related("api_token")}
+    assert set(tasks) == {"load", "split", "train", "evaluate", "register"}
+    assert all(t.status == TaskStatus.SUCCEEDED and t.runtime == "kubernetes" for t in tasks.values())
+    rows = KubeWorkload.objects.filter(uid__in=[t.handle for t in tasks.values()])
+    assert {(r.cluster.name, r.namespace, r.state) for r in rows} == {("fake", "vision", "succeeded")}
+    # Each task's pod printed three lines; the controller followed them into the run's log store.
+    for task in tasks.values():
+        texts = list(LogLine.objects.filter(task=task).order_by("seq").values_list("text", flat=True))
+        assert len(texts) == 3, (task.node, texts)
+        assert texts[0].endswith("line 0")
+    jobs = fake.objects("batch", "jobs", "vision")
+    assert len(jobs) == 5
+    env = {e["name"]: e.get("value") for e in jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PORTAL_PROJECT"] == "vision"
+    assert env["PORTAL_API_TOKEN"] != TOKEN_PLACEHOLDER  # a real token, limited to the project…
+    assert all(t.api_token.project_id == project.pk for t in tasks.values())
+    assert all(t.api_token.revoked_at is not None for t in tasks.values())  # …and revoked once the task ended
+
+
+def test_a_distributed_node_streams_the_log_of_every_replica(project, cluster, fake, run_controller):
+    load_builtin_templates()
+    fake.sim.autopilot(outcome="succeeded", lines=2, delay=0.02)
+    run_controller()
+    wait_for_inventory(cluster)
+    pipeline = save_pipeline(
+        project,
+        project.created_by,
+        name="ddp",
+        spec={"nodes": [{"name": "fit", "template": "pytorch-ddp-train", "args": {}}]},
+    )
+
+    run = drive(start_run(pipeline, project.created_by), timeout=60)
+
+    assert run.status == RunStatus.SUCCEEDED, run.reason
+    [task] = run.tasks.all()
+    replicas = set(LogLine.objects.filter(task=task).values_list("replica", flat=True))
+    assert replicas == {"master-0", "worker-0"}, replicas  # {worker: 2} = a master and one worker
+    [job] = fake.objects("kubeflow.org", "pytorchjobs", "vision")
+    assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Master", "Worker"}
+
+
+def test_a_task_waits_with_a_reason_when_the_cluster_has_no_room(project, cluster, fake, run_controller):
+    fake.sim.autopilot(outcome="succeeded", lines=1, delay=0.02)
+    run_controller()
+    wait_for_inventory(cluster)
+    load_builtin_templates()
+    pipeline = save_pipeline(
+        project,
+        project.created_by,
+        name="big",
+        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}, "resources": {"gpu": 2}}]},
+    )
+
+    run = drive(start_run(pipeline, project.created_by), until=lambda r: r.tasks.filter(waiting_reason__gt="").exists())
+
+    [task] = run.tasks.all()
+    assert task.status == TaskStatus.WAITING
+    assert task.waiting_reason == "waiting for 2 GPUs — 0 of 0 free on cluster fake"
+    assert not KubeWorkload.objects.exists()
+
+
+def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake, run_controller):
+    """Two clusters over the same API, told apart by their node selectors: the default one has CPUs only, so a
+    GPU task goes to the other, in that binding's namespace."""
+    cluster.node_selector = {"pool": "cpu"}
+    cluster.save(update_fields=["node_selector"])
+    gpus = Cluster.objects.create(
+        name="gpus", kubeconfig=cluster.kubeconfig, node_selector={"pool": "gpu"}, operators=cluster.operators
+    )
+    bind(gpus, project, namespace="vision-gpu")
+    fake.store.delete(("", "nodes"), "", "node-1")
+    fake.add_node("cpu-1", cpu="16", memory="64Gi", labels={"pool": "cpu"})
+    fake.add_node("gpu-1", cpu="16", memory="64Gi", gpu=4, labels={"pool": "gpu"})
+    fake.sim.autopilot(outcome="succeeded", lines=1, delay=0.02)
+    run_controller()
+    wait_for_inventory(gpus)
+    load_builtin_templates()
+    pipeline = save_pipeline(
+        project,
+        project.created_by,
+        name="mixed",
+        spec={
+            "nodes": [
+                {"name": "prep", "template": "python", "args": {"code": "pass"}},
+                {"name": "fit", "template": "python", "args": {"code": "pass"}, "resources": {"gpu": 1}},
+            ]
+        },
+    )
+
+    run = drive(start_run(pipeline, project.created_by), timeout=60)
+
+    assert run.status == RunStatus.SUCCEEDED, run.reason
+    placed = {
+        t.node: KubeWorkload.objects.values_list("cluster__name", "namespace").get(uid=t.handle)
+        for t in run.tasks.all()
+    }
+    assert placed == {"prep": ("fake", "vision"), "fit": ("gpus", "vision-gpu")}
+    [fit_job] = fake.objects("batch", "jobs", "vision-gpu")
+    pod = fit_job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "gpu"}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] in (1, "1")
