@@ -7,6 +7,8 @@ PIP := $(VENV)/bin/pip
 TRAIN_VENV := .venv-train
 TRAIN_PY := $(TRAIN_VENV)/bin/python
 PORT ?= 8000
+# The Kubernetes controller (`kube` in the Procfile) starts with the rest when tasks may run on a cluster.
+PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
 PYTEST_ARGS ?=
 
 .PHONY: run test test-smoke lint install dev-install train-env migrate demo vendor messages clean help
@@ -80,7 +82,7 @@ run: demo
 	@echo ""
 	@echo "  Portal: http://127.0.0.1:$(PORT)/   (API docs: http://127.0.0.1:$(PORT)/api/v1/docs/)"
 	@echo ""
-	PORTAL_PORT=$(PORT) exec $(VENV)/bin/honcho -f Procfile start
+	PORTAL_PORT=$(PORT) exec $(VENV)/bin/honcho -f Procfile start $(PROCESSES)
 
 # Tests keep their state (SQLite files, broker folder, task outputs) apart from a running portal's var/.
 TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}
