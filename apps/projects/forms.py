@@ -25,10 +25,16 @@ class ProjectSettingsForm(StyledFormMixin, forms.Form):
 
     name = forms.CharField(label=_("Name"), max_length=100)
     description = forms.CharField(label=_("Description"), widget=forms.Textarea(attrs={"rows": 4}), required=False)
+    runtime = forms.ChoiceField(
+        label=_("Where tasks run"),
+        choices=Project._meta.get_field("runtime").choices,
+        required=False,
+        help_text=_("Kubernetes uses the clusters an administrator bound to this project, the default first."),
+    )
 
     @classmethod
     def for_project(cls, project: Project, data: Any = None) -> ProjectSettingsForm:
-        return cls(data, initial={"name": project.name, "description": project.description})
+        return cls(data, initial={"name": project.name, "description": project.description, "runtime": project.runtime})
 
 
 def role_choices(include_owner: bool) -> list[tuple[str, str]]:

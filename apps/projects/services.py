@@ -58,13 +58,19 @@ def create_project(user: Any, *, slug: str, name: str, description: str = "") ->
     return project
 
 
-def update_project(project: Project, *, name: str | None = None, description: str | None = None) -> Project:
+def update_project(
+    project: Project, *, name: str | None = None, description: str | None = None, runtime: str | None = None
+) -> Project:
     if name is not None:
         validate_new_project(None, name, exclude_pk=project.pk)
         project.name = name.strip()
     if description is not None:
         project.description = description
-    project.save(update_fields=["name", "description"])
+    if runtime is not None:
+        if runtime not in dict(Project._meta.get_field("runtime").choices):
+            raise ValidationError({"runtime": [_("Choose the portal default, this machine or Kubernetes.")]})
+        project.runtime = runtime
+    project.save(update_fields=["name", "description", "runtime"])
     return project
 
 

@@ -92,7 +92,8 @@ def project_settings(request: HttpRequest, project: Project) -> HttpResponse:
     form = ProjectSettingsForm.for_project(project, request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        if run_service(form, services.update_project, project, name=data["name"], description=data["description"]):
+        update = {"name": data["name"], "description": data["description"], "runtime": data["runtime"]}
+        if run_service(form, services.update_project, project, **update):
             messages.success(request, _("Settings saved."))
             return redirect("projects:overview", project=project.slug)
     return render(

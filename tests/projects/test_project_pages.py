@@ -353,3 +353,20 @@ def test_the_last_owner_leaving_sees_an_error_and_stays(world, alice_client):
     assert response.redirect_chain == [("/p/project-a/members/", 302)]
     assert "A project needs at least one owner" in response.content.decode()
     assert role_of(world.project_a, world.alice) == Role.OWNER
+
+
+def test_an_owner_chooses_where_the_projects_tasks_run(world):
+    client = Client()
+    client.force_login(world.alice)
+
+    response = client.post(
+        "/p/project-a/settings/", {"name": "Project A", "description": "", "runtime": "kubernetes"}, follow=True
+    )
+
+    assert response.status_code == 200
+    world.project_a.refresh_from_db()
+    assert world.project_a.runtime == "kubernetes"
+    bad = client.post("/p/project-a/settings/", {"name": "Project A", "runtime": "mainframe"})
+    assert bad.status_code == 400
+    world.project_a.refresh_from_db()
+    assert world.project_a.runtime == "kubernetes"

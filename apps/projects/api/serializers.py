@@ -56,7 +56,7 @@ class ProjectSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Project
-        fields = ["slug", "name", "description", "created_by", "created_at", "quota", "my_role"]
+        fields = ["slug", "name", "description", "runtime", "created_by", "created_at", "quota", "my_role"]
         read_only_fields = ["created_by", "created_at"]
         # Uniqueness and format are the service's job (one set of messages for pages and API).
         extra_kwargs = {"slug": {"validators": []}}

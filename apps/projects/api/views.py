@@ -61,7 +61,7 @@ class ProjectViewSet(ProjectScopedViewSet):
     def perform_update(self, serializer: ProjectSerializer) -> None:
         data = serializer.validated_data
         serializer.instance = services.update_project(
-            serializer.instance, name=data.get("name"), description=data.get("description")
+            serializer.instance, name=data.get("name"), description=data.get("description"), runtime=data.get("runtime")
         )
 
     def perform_destroy(self, instance: Project) -> None:
