@@ -22,7 +22,7 @@ from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.runtime.base import get_runtime
-from apps.runtime.kubernetes.apply import registry_secret_name
+from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.workload import Capacity, Resources, Workload
 
 # Tokens of task attempts: long enough for any task, revoked the moment the attempt ends.

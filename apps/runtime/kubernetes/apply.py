@@ -32,6 +32,7 @@ from apps.runtime.kubernetes.manifests import (
     label_value,
     resource_of,
 )
+from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.kubernetes.validation import ManifestInvalid, validate_all
 from apps.runtime.models import KubeWorkload
@@ -44,12 +45,6 @@ DOCKER_HUB = "https://index.docker.io/v1/"
 
 class ApplyFailed(Exception):
     """The workload cannot be created (it fails with this message); what this attempt created is deleted."""
-
-
-def registry_secret_name(image_pk: int | str) -> str:
-    """The dockerconfigjson Secret the controller keeps for an Image's registry credentials (the dispatcher
-    names it in the workload's image_pull_secrets)."""
-    return f"portal-registry-{image_pk}"
 
 
 def ref(obj: dict[str, Any]) -> dict[str, str]:

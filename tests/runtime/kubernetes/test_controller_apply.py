@@ -8,8 +8,8 @@ import dataclasses
 import json
 
 from apps.jobs.models import Image
-from apps.runtime.kubernetes.apply import registry_secret_name
 from apps.runtime.kubernetes.manifests import build, resource_of
+from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.models import Cluster, KubeWorkload
 from apps.runtime.workload import Phase

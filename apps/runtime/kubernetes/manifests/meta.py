@@ -155,3 +155,9 @@ def selector_labels(workload: Workload, role: str) -> dict[str, str]:
     """What a Service / Deployment / StatefulSet selects its pods by: the workload and the role, nothing that
     changes between applies."""
     return {LABEL_UID: label_value(workload.uid), LABEL_ROLE: label_value(role)}
+
+
+def registry_secret_name(image_pk: int | str) -> str:
+    """The dockerconfigjson Secret the controller keeps for an Image's registry credentials (the dispatcher
+    names it in the workload's image_pull_secrets)."""
+    return f"portal-registry-{image_pk}"
