@@ -8,9 +8,12 @@ no server to install. `DATABASE_URL` and `REDIS_URL` switch to PostgreSQL and Re
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
@@ -51,6 +54,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "channels",
     "guardian",
+    "csp",
+    "axes",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -61,22 +66,26 @@ INSTALLED_APPS = [
     "apps.jobs",
     "apps.datasets",
     "apps.models",
+    "apps.audit",
 ]
 
 MIDDLEWARE = [
     "portal.lib.streaming.StreamingUnderASGIMiddleware",  # outermost: sees every streamed response
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.audit.middleware.AuditMiddleware",  # after auth: one audit entry per successful mutating request
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires: turns a flagged login into its lockout page
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -174,10 +183,6 @@ else:
 
 # --- Auth -------------------------------------------------------------------------------------
 AUTH_USER_MODEL = "accounts.User"
-AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
-    "guardian.backends.ObjectPermissionBackend",
-]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row; anonymous visitors see nothing.
 GUARDIAN_RAISE_403 = False
 LOGIN_URL = "accounts:login"
@@ -189,6 +194,36 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# --- Single sign-on (OIDC, mozilla-django-oidc; see docs/sso.md) ---------------------------------------
+# Off unless a client id is set. Endpoints come from OIDC_OP_DISCOVERY_URL (fetched at first use, cached)
+# unless given one by one; apps/accounts/oidc.py reads them and the check portal.E020–E023 catches gaps.
+OIDC_RP_CLIENT_ID = envstr("OIDC_RP_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = envsecret("OIDC_RP_CLIENT_SECRET")
+OIDC_OP_DISCOVERY_URL = envstr("OIDC_OP_DISCOVERY_URL")
+for _name in ("AUTHORIZATION", "TOKEN", "USER", "JWKS", "LOGOUT"):
+    if envstr(f"OIDC_OP_{_name}_ENDPOINT"):  # unset ones stay unset: discovery fills them in
+        globals()[f"OIDC_OP_{_name}_ENDPOINT"] = envstr(f"OIDC_OP_{_name}_ENDPOINT")
+OIDC_RP_SIGN_ALGO = envstr("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = envstr("OIDC_RP_SCOPES", "openid email profile groups")
+OIDC_PROVIDER_NAME = envstr("OIDC_PROVIDER_NAME", "SSO")  # the login button: "Sign in with <name>"
+OIDC_USERNAME_CLAIM = envstr("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUPS_CLAIM = envstr("OIDC_GROUPS_CLAIM", "groups")
+OIDC_GROUP_ROLES = envstr("OIDC_GROUP_ROLES")  # "idp-group=project-slug:role,…"
+OIDC_CREATE_USER = envbool("OIDC_CREATE_USER", True)
+OIDC_USE_PKCE = envbool("OIDC_USE_PKCE", True)
+OIDC_TIMEOUT = envint("OIDC_TIMEOUT", 10)
+OIDC_VERIFY_SSL = envbool("OIDC_VERIFY_SSL", True)
+OIDC_STORE_ID_TOKEN = True  # the id_token_hint of the IdP logout
+OIDC_AUTHENTICATION_CALLBACK_URL = "accounts:oidc-callback"
+OIDC_OP_LOGOUT_URL_METHOD = "apps.accounts.oidc.provider_logout_url"
+# PORTAL_PASSWORD_LOGIN=false: no password form, and no backend that accepts a password (admin login included).
+PORTAL_PASSWORD_LOGIN = envbool("PORTAL_PASSWORD_LOGIN", True)
+AUTHENTICATION_BACKENDS = [
+    *(["django.contrib.auth.backends.ModelBackend"] if PORTAL_PASSWORD_LOGIN else []),
+    *(["apps.accounts.oidc.PortalOIDCBackend"] if OIDC_RP_CLIENT_ID else []),
+    "guardian.backends.ObjectPermissionBackend",
+]
+
 PORTAL_TOKEN_MAX_DAYS = envint("PORTAL_TOKEN_MAX_DAYS", 365)
 PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
 
@@ -224,14 +259,81 @@ for _name, _python in PORTAL_TASK_ENVS.items():
             f"PORTAL_TASK_ENV_{_name.upper()} must be the absolute path of a Python; got {_python!r}"
         )
 
+# --- Security: cookies, HSTS, request sizes, Content-Security-Policy, login lockout, rate limits ------------
 SESSION_COOKIE_NAME = envstr("SESSION_COOKIE_NAME", "portal_sessionid")
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
-SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", False)
+# The upload page's script reads the CSRF cookie; Django's docs: HttpOnly on it protects nothing.
+CSRF_COOKIE_HTTPONLY = False
+# Secure cookies whenever DEBUG is off and the portal is served over HTTPS (SITE_URL): a browser drops a Secure
+# cookie that arrives over plain HTTP, so `make run` on http://127.0.0.1 keeps working.
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not DEBUG and SITE_URL.startswith("https://"))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+SECURE_HSTS_SECONDS = envint("PORTAL_HSTS_SECONDS", 0)  # 0: no Strict-Transport-Security header
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("PORTAL_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = envbool("PORTAL_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = envbool("PORTAL_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]  # probes speak plain HTTP to the pod
+# Behind a TLS-terminating proxy: PORTAL_PROXY_SSL_HEADER=X-Forwarded-Proto makes "https" there mean a secure
+# request. Only set it when the proxy always overwrites that header, or clients could claim HTTPS themselves.
+if envstr("PORTAL_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + envstr("PORTAL_PROXY_SSL_HEADER").upper().replace("-", "_"), "https")
+# Request size limits (Django's defaults, made explicit and tunable). Dataset upload chunks and MLflow artifacts
+# stream through request.read(), which these do not cap: they have their own limits in their apps.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PORTAL_MAX_REQUEST_BODY", 2_621_440)
+FILE_UPLOAD_MAX_MEMORY_SIZE = envint("PORTAL_MAX_UPLOAD_IN_MEMORY", 2_621_440)
+DATA_UPLOAD_MAX_NUMBER_FIELDS = envint("PORTAL_MAX_FORM_FIELDS", 1000)
+DATA_UPLOAD_MAX_NUMBER_FILES = envint("PORTAL_MAX_FORM_FILES", 100)
+# Content-Security-Policy (django-csp): scripts only from our origin or carrying the request's nonce; no inline
+# event handlers (static/js/portal.js wires data-confirm/data-autosubmit instead). Styles allow 'unsafe-inline'
+# for the style="" attributes of server-computed widths and Swagger UI's <style>: styles cannot run code.
+_csp_forms = [SELF]
+for _url in (OIDC_OP_DISCOVERY_URL, envstr("OIDC_OP_AUTHORIZATION_ENDPOINT"), envstr("OIDC_OP_LOGOUT_ENDPOINT")):
+    if _url:  # a login or logout form may redirect to the IdP, and Chrome applies form-action to redirects
+        _csp_forms.append("{0.scheme}://{0.netloc}".format(urlsplit(_url)))
+_csp = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:", "blob:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],  # CSP3 'self' covers ws(s):// to the same host (log and notification sockets)
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": list(dict.fromkeys(_csp_forms)),
+    }
+}
+# PORTAL_CSP_REPORT_ONLY=true: browsers report violations to their console and enforce nothing (trying a policy).
+if envbool("PORTAL_CSP_REPORT_ONLY", False):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _csp
+else:
+    CONTENT_SECURITY_POLICY = _csp
+# Brute-force protection (django-axes): after PORTAL_LOGIN_FAILURE_LIMIT failed logins from one IP for one
+# username, that pair is refused for PORTAL_LOGIN_COOLOFF_MINUTES (the admin's login included).
+AUTHENTICATION_BACKENDS.insert(0, "axes.backends.AxesStandaloneBackend")  # first: it vetoes before the others run
+AXES_FAILURE_LIMIT = envint("PORTAL_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("PORTAL_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.accounts.views.locked_out"
+# Rate limits (DRF throttle syntax "N/second|minute|hour|day"): password logins per client IP, token creations
+# per user. Counted in the cache: Redis when REDIS_URL is set (shared by all web processes), else per process.
+PORTAL_LOGIN_RATE = envstr("PORTAL_LOGIN_RATE", "20/minute")
+PORTAL_TOKEN_CREATE_RATE = envstr("PORTAL_TOKEN_CREATE_RATE", "60/hour")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": f"{REDIS_PREFIX}:cache",
+        }
+    }
 
 # --- REST API ---------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -322,7 +424,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "axes": {"level": "WARNING"}},  # axes: a line per start
 }
 
 CELERY_BEAT_SCHEDULE = {

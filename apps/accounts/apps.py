@@ -7,4 +7,4 @@ class AccountsConfig(AppConfig):
     verbose_name = _("Accounts")
 
     def ready(self) -> None:
-        from apps.accounts import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from apps.accounts import oidc, schema  # noqa: F401 - register the OIDC system checks, the OpenAPI auth extension

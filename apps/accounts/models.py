@@ -108,3 +108,19 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return self.message
+
+
+class SsoMembership(models.Model):
+    """Marks a project membership as granted by the single sign-on group mapping (OIDC_GROUP_ROLES).
+
+    Only marked memberships follow the IdP's groups at each login (role changed, membership removed when the
+    group is gone); a membership without this marker was granted by a person and SSO never touches it.
+    Deleting the membership (by hand or by SSO) deletes the marker with it.
+    """
+
+    membership = models.OneToOneField("projects.Membership", on_delete=models.CASCADE, related_name="sso")
+    groups = models.CharField(max_length=500, blank=True, help_text=_("The IdP groups that granted the role."))
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.membership} (from SSO groups {self.groups})"

@@ -156,3 +156,69 @@ def mark_read(user: Any, ids: list[int] | None = None) -> int:
     if changed:
         transaction.on_commit(lambda: publish_unread_count(user.pk))
     return changed
+
+
+def sync_sso_memberships(user: Any, groups: list[str], mapping: dict[str, list[tuple[str, int]]]) -> dict[str, int]:
+    """Make the user's SSO-granted memberships match their IdP `groups` under `mapping`
+    ({group: [(project slug, role), …]}) and return {project slug: role} of what SSO now grants.
+
+    Granted, upgraded, downgraded or removed here only when marked as SSO-granted (`SsoMembership`): a
+    membership a person granted is never touched, even when a group maps to the same project. Several groups
+    mapping to one project give the highest of their roles. Guardian grants follow through
+    `sync_member_permissions`, in the same transaction. A project's last owner is never demoted or removed.
+    """
+    from apps.accounts.models import SsoMembership
+    from apps.projects.models import Membership, Project, Role
+    from apps.projects.permissions import sync_member_permissions
+
+    wanted: dict[str, tuple[int, list[str]]] = {}
+    for group in sorted(set(groups)):
+        for slug, role in mapping.get(group, []):
+            best, sources = wanted.get(slug, (0, []))
+            wanted[slug] = (max(best, role), [*sources, group])
+    projects = {p.slug: p for p in Project.objects.filter(slug__in=wanted)}
+    for slug in wanted.keys() - projects.keys():
+        logger.warning("OIDC_GROUP_ROLES names project %r, which does not exist; skipped", slug)
+
+    granted: dict[str, int] = {}
+    with transaction.atomic():
+        current = {
+            m.project.slug: m
+            for m in Membership.objects.select_for_update().select_related("project", "sso").filter(user=user)
+        }
+        for slug, project in projects.items():
+            role, sources = wanted[slug]
+            membership = current.get(slug)
+            if membership is not None and not hasattr(membership, "sso"):
+                continue  # granted by a person: theirs to change
+            demotes_owner = membership is not None and membership.role == Role.OWNER and role != Role.OWNER
+            if demotes_owner and _last_owner(membership):
+                logger.warning("SSO keeps %s the owner of %s: no other owner", user, slug)
+                continue
+            membership, _created = Membership.objects.update_or_create(
+                project=project, user=user, defaults={"role": role}
+            )
+            sync_member_permissions(project, user, role)
+            SsoMembership.objects.update_or_create(
+                membership=membership, defaults={"groups": ",".join(sources)[:500], "synced_at": timezone.now()}
+            )
+            granted[slug] = role
+        for slug, membership in current.items():
+            if slug in projects or not hasattr(membership, "sso"):
+                continue
+            if membership.role == Role.OWNER and _last_owner(membership):
+                logger.warning("SSO keeps %s the owner of %s: no other owner", user, slug)
+                continue
+            sync_member_permissions(membership.project, user, None)
+            membership.delete()  # the marker goes with it (cascade)
+    return granted
+
+
+def _last_owner(membership: Any) -> bool:
+    from apps.projects.models import Membership, Role
+
+    return (
+        not Membership.objects.filter(project_id=membership.project_id, role=Role.OWNER)
+        .exclude(pk=membership.pk)
+        .exists()
+    )
