@@ -209,13 +209,24 @@ def _task_env(
     *,
     issue_token: bool = True,
 ) -> dict[str, str]:
-    """The env contract of a task attempt. `issue_token=False` (a dry run) shows a placeholder for the token."""
+    """The env contract of a task attempt. `issue_token=False` (a dry run) shows a placeholder for the token.
+
+    Secrets stay references (`${secret:NAME}`, apps/projects/secrets.py): the values are filled in where the task
+    starts, so none is stored with the workload. LookupError (the task fails to start, saying why) when a
+    referenced secret was deleted after the run started."""
     from apps.accounts.services import new_task_token
+    from apps.projects.secrets import arg_env_name, check_env_references, ref
 
     run = task.run
     env = {str(k): str(v) for k, v in plan_of(run).env.items()}
     env.update({str(k): str(v) for k, v in (node.get("env") or {}).items()})
     env = {**{str(k): str(v) for k, v in (template.env or {}).items()}, **env}
+    properties = (template.args_schema or {}).get("properties", {})
+    for arg, value in (node.get("args") or {}).items():
+        if value and isinstance(value, str) and properties.get(arg, {}).get("x-portal-type") == "secret":
+            env[arg_env_name(arg)] = ref(value)
+    if issue_token:
+        check_env_references(run.project, env)
     inputs = {env_name(dep): outputs[(run.pk, dep)] for dep in node.get("depends_on", []) if outputs.get((run.pk, dep))}
     owner = run.created_by or run.project.created_by
     token_env = {}
@@ -331,11 +342,21 @@ def _workload(
     out.mkdir(parents=True, exist_ok=True)
     task.output_dir = str(out)
     image = images.get((template.project_id, template.image)) or images.get((None, template.image))
+    env = _task_env(task, node, template, out, outputs)
+    if pool.cluster:
+        from apps.projects.secrets import referenced_name
+
+        names = sorted({name for value in env.values() if (name := referenced_name(value))})
+        if names:  # the controller has no Secret objects for them yet: refuse rather than leak the reference text
+            raise LookupError(
+                f"project secrets ({', '.join(names)}) cannot be passed to a Kubernetes pod yet; "
+                "run this pipeline on the local runtime or remove the references"
+            )
     return build_workload(
         task,
         node,
         template,
-        env=_task_env(task, node, template, out, outputs),
+        env=env,
         args=local_args(task, node),
         out=out,
         pool=pool,

@@ -17,6 +17,11 @@ def dataset_arg_names(template: JobTemplate) -> list[str]:
     return [name for name, prop in properties.items() if prop.get("x-portal-type") == "dataset"]
 
 
+def secret_arg_names(template: JobTemplate) -> list[str]:
+    properties = (template.args_schema or {}).get("properties", {})
+    return [name for name, prop in properties.items() if prop.get("x-portal-type") == "secret"]
+
+
 def check_references(project: Any, spec: dict[str, Any], templates: dict[str, JobTemplate]) -> dict[str, Any]:
     """Resolve every dataset argument of the normalized `spec`: {node: {arg: version}}. Raises a
     ValidationError naming the node and argument of each reference that does not resolve."""
@@ -34,6 +39,12 @@ def check_references(project: Any, spec: dict[str, Any], templates: dict[str, Jo
                 resolved.setdefault(node["name"], {})[arg] = resolve_dataset_arg(project, str(value))
             except DatasetRefError as exc:
                 errors[f"nodes.{node['name']}.args.{arg}"] = [str(exc)]
+    try:  # secrets named by env references and `secret` arguments must exist (apps/projects/secrets.py)
+        from apps.projects.secrets import check_spec_references
+
+        check_spec_references(project, spec, {n["name"]: secret_arg_names(templates[n["name"]]) for n in spec["nodes"]})
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
     if errors:
         raise ValidationError(errors)
     return resolved

@@ -34,11 +34,11 @@ class TaskSink:
     RETRY_SECONDS = 1.0
     CLOSE_ATTEMPTS = 10  # then the task's end is recorded anyway: a database that is down loses the last lines
 
-    def __init__(self, task: TaskRun) -> None:
+    def __init__(self, task: TaskRun, secrets: list[str] | None = None) -> None:
         from apps.jobs.logs import LogWriter
 
         self.task = task
-        self.writer = LogWriter(task)
+        self.writer = LogWriter(task, secrets or ())  # their values are masked in every stored line
         self.samples: list[ResourceSample] = []
         self._chunks: queue.Queue[tuple[str, str, list[str], datetime] | None] = queue.Queue(self.QUEUED_CHUNKS)
         self._storer = threading.Thread(target=self._store, name=f"logs-{task.pk}", daemon=True)
@@ -105,7 +105,11 @@ class TaskListener:
             task = TaskRun(pk=task_id, run_id=run_id, node=labels["node"], attempt=int(labels["attempt"]))
         else:  # submitted by an older portal
             task = TaskRun.objects.only("id", "run_id", "node", "attempt").get(pk=int(labels["task_run"]))
-        return TaskSink(task)
+        values, missing = _inject_secrets(workload)
+        sink = TaskSink(task, values)
+        if missing:  # deleted between dispatch and start: the task runs without it and its log says why
+            sink.write_many("0", "stderr", [f"portal: secret {name} no longer exists; not set" for name in missing])
+        return sink
 
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
         from apps.jobs.tasks import advance_run
@@ -128,6 +132,28 @@ class TaskListener:
         lines = LogLine.objects.filter(task_id=task_id, seq__gt=since).order_by("seq")
         for line in lines.iterator(chunk_size=2000):
             yield line.replica, line.seq, line.ts.isoformat(), line.stream, line.text
+
+
+def _inject_secrets(workload: Workload) -> tuple[list[str], list[str]]:
+    """Replace the `${secret:NAME}` references in the workload's env by the values, in this process's memory only,
+    and return (the values, for masking; the names of secrets that no longer exist, whose variables are dropped).
+
+    The stored env keeps the references (no value in plain text in LocalWorkload.spec): the agent asks for the
+    sink before it plans the task's processes (apps/runtime/local/agent.py, Supervisor._run), so the processes
+    get the env completed here. Where the pod already exists (the Kubernetes log follower) only masking matters.
+    """
+    from apps.projects.secrets import env_references, resolve_env
+
+    refs = env_references(workload.env)
+    if not refs:
+        return [], []
+    values, missing = resolve_env(workload.project, workload.env)
+    for key in refs:
+        if key in values:
+            workload.env[key] = values[key]
+        else:
+            workload.env.pop(key, None)
+    return list(values.values()), missing
 
 
 def _publish_started(run_id: int, task_id: int, labels: dict[str, str]) -> None:

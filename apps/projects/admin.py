@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
 
 from apps.projects import permissions, services
-from apps.projects.models import Membership, Project, Quota
+from apps.projects.models import Membership, Project, ProjectSecret, Quota
 
 
 class TenantAdminMixin:
@@ -123,3 +125,56 @@ class QuotaAdmin(TenantAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+class ProjectSecretAdminForm(forms.ModelForm):
+    """The value is write-only: the field is never filled from the stored value; left empty on a change, it keeps
+    it. `value` is excluded from the model form, so nothing renders or overwrites it except `save` below."""
+
+    new_value = forms.CharField(
+        label="value",
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Write-only. Leave empty to keep the stored value.",
+    )
+
+    class Meta:
+        model = ProjectSecret
+        fields = ["project", "name", "description"]
+
+    def clean_new_value(self) -> str:
+        value = self.cleaned_data.get("new_value", "")
+        if not value and self.instance.pk is None:
+            raise forms.ValidationError("A secret needs a value.")
+        return value
+
+    def save(self, commit: bool = True) -> ProjectSecret:
+        if self.cleaned_data.get("new_value"):
+            self.instance.value = self.cleaned_data["new_value"]
+            self.instance.updated_at = timezone.now()
+        return super().save(commit)
+
+
+@admin.register(ProjectSecret)
+class ProjectSecretAdmin(TenantAdminMixin, admin.ModelAdmin):
+    form = ProjectSecretAdminForm
+    fields = ["project", "name", "new_value", "description", "created_by", "created_at", "updated_at"]
+    readonly_fields = ["created_by", "created_at", "updated_at"]
+    list_display = ["name", "project", "description", "updated_at"]
+    list_select_related = ["project"]
+    search_fields = ["name", "project__slug"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # The name is fixed once created: pipelines reference it.
+        return [*self.readonly_fields, "project", "name"] if obj is not None else self.readonly_fields
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "project" and not request.user.is_superuser:
+            kwargs["queryset"] = permissions.projects_for(request.user, self.write_perm)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: ProjectSecret, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)

@@ -1,6 +1,6 @@
 import django_filters
 
-from apps.projects.models import Membership, Project
+from apps.projects.models import Membership, Project, ProjectSecret
 
 
 class ProjectFilterSet(django_filters.FilterSet):
@@ -18,3 +18,12 @@ class MembershipFilterSet(django_filters.FilterSet):
     class Meta:
         model = Membership
         fields = ["project", "user"]
+
+
+class ProjectSecretFilterSet(django_filters.FilterSet):
+    project = django_filters.CharFilter(field_name="project__slug")
+    name = django_filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = ProjectSecret
+        fields = ["project", "name"]

@@ -73,3 +73,19 @@ class TransferForm(StyledFormMixin, forms.Form):
         max_length=254,
         widget=forms.TextInput(attrs={"placeholder": _("Username or email of a member")}),
     )
+
+
+class SecretForm(StyledFormMixin, forms.Form):
+    """A new secret. The value field never renders what was typed back (not even after an error)."""
+
+    name = forms.CharField(
+        label=_("Name"),
+        max_length=100,
+        help_text=_("As an environment variable: capital letters, digits and underscores, e.g. HF_TOKEN."),
+    )
+    value = forms.CharField(label=_("Value"), strip=False, widget=forms.PasswordInput(render_value=False))
+    description = forms.CharField(label=_("Description"), max_length=200, required=False)
+
+
+class SecretReplaceForm(StyledFormMixin, forms.Form):
+    value = forms.CharField(label=_("New value"), strip=False, widget=forms.PasswordInput(render_value=False))

@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
 
 from apps.projects.querysets import TenantQuerySet
+from portal.lib.fields import EncryptedText
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
@@ -116,6 +117,38 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"Quota of {self.project}"
+
+
+# Env-var style; the portal's own variables (PORTAL_*, MLFLOW_*) cannot be shadowed by a secret's name.
+secret_name_validator = RegexValidator(
+    r"^(?!PORTAL_|MLFLOW_)[A-Z_][A-Z0-9_]*$",
+    _("Use capital letters, digits and underscores, not starting with a digit, PORTAL_ or MLFLOW_."),
+    code="invalid_secret_name",
+)
+
+
+class ProjectSecret(models.Model):
+    """A value a project's tasks may receive as an env var (apps/projects/secrets.py): encrypted at rest with the
+    shared helper, written but never shown back (pages, API and admin show the name and description only)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(_("name"), max_length=100, validators=[secret_name_validator])
+    value = EncryptedText(_("value"), null=True)
+    description = models.CharField(_("description"), max_length=200, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="projects_secret_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ProjectUserObjectPermission(UserObjectPermissionBase):

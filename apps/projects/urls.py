@@ -16,4 +16,8 @@ urlpatterns = [
     path("p/<slug:project>/members/<int:pk>/remove/", views.member_remove, name="member-remove"),
     path("p/<slug:project>/transfer/", views.project_transfer, name="transfer"),
     path("p/<slug:project>/leave/", views.project_leave, name="leave"),
+    path("p/<slug:project>/secrets/", views.secret_list, name="secrets"),
+    path("p/<slug:project>/secrets/new/", views.secret_create, name="secret-create"),
+    path("p/<slug:project>/secrets/<int:pk>/replace/", views.secret_replace, name="secret-replace"),
+    path("p/<slug:project>/secrets/<int:pk>/delete/", views.secret_delete, name="secret-delete"),
 ]

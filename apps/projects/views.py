@@ -13,11 +13,19 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from apps.projects import services
+from apps.projects import secrets, services
 from apps.projects.access import project_view
-from apps.projects.forms import InviteForm, ProjectCreateForm, ProjectSettingsForm, RoleForm, TransferForm
-from apps.projects.models import Membership, Project, Role
-from apps.projects.permissions import CHANGE, DELETE, MANAGE_MEMBERS, TRANSFER, VIEW, has_project_perm
+from apps.projects.forms import (
+    InviteForm,
+    ProjectCreateForm,
+    ProjectSettingsForm,
+    RoleForm,
+    SecretForm,
+    SecretReplaceForm,
+    TransferForm,
+)
+from apps.projects.models import Membership, Project, ProjectSecret, Role
+from apps.projects.permissions import CHANGE, CONTRIBUTE, DELETE, MANAGE_MEMBERS, TRANSFER, VIEW, has_project_perm
 
 
 def run_service(form: forms.Form, service: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -186,3 +194,55 @@ def project_leave(request: HttpRequest, project: Project) -> HttpResponse:
         return redirect("projects:members", project=project.slug)
     messages.success(request, _("You left %(project)s.") % {"project": project.name})
     return redirect("projects:dashboard")
+
+
+# --- Secrets: names and descriptions are shown, values never (write-only) ---------------------------------
+
+
+def _secrets_page(
+    request: HttpRequest, project: Project, form: SecretForm | None = None, status: int = 200
+) -> HttpResponse:
+    can_edit = has_project_perm(request.user, project, CONTRIBUTE)
+    context = {
+        "project": project,
+        "tab": "secrets",
+        "secrets": project.secrets.select_related("created_by").only(
+            "pk", "name", "description", "updated_at", "created_by__username"
+        ),
+        "can_edit": can_edit,
+        "form": form or (SecretForm() if can_edit else None),
+        "replace_form": SecretReplaceForm(),
+    }
+    return render(request, "projects/secrets.html", context, status=status)
+
+
+@project_view(VIEW, methods=("GET",))
+def secret_list(request: HttpRequest, project: Project) -> HttpResponse:
+    return _secrets_page(request, project)
+
+
+@project_view(CONTRIBUTE, methods=("POST",))
+def secret_create(request: HttpRequest, project: Project) -> HttpResponse:
+    form = SecretForm(request.POST)
+    if form.is_valid() and run_service(form, secrets.create_secret, project, request.user, **form.cleaned_data):
+        messages.success(request, _("Secret %(name)s saved.") % {"name": form.cleaned_data["name"]})
+        return redirect("projects:secrets", project=project.slug)
+    return _secrets_page(request, project, form, status=400)
+
+
+@project_view(CONTRIBUTE, model=ProjectSecret, methods=("POST",))
+def secret_replace(request: HttpRequest, project: Project, secret: ProjectSecret) -> HttpResponse:
+    form = SecretReplaceForm(request.POST)
+    if form.is_valid() and run_service(form, secrets.update_secret, secret, value=form.cleaned_data["value"]):
+        messages.success(request, _("The value of %(name)s was replaced.") % {"name": secret.name})
+    else:
+        messages.error(request, _("%(name)s: a new value is required.") % {"name": secret.name})
+    return redirect("projects:secrets", project=project.slug)
+
+
+@project_view(CONTRIBUTE, model=ProjectSecret, methods=("POST",))
+def secret_delete(request: HttpRequest, project: Project, secret: ProjectSecret) -> HttpResponse:
+    name = secret.name
+    secrets.delete_secret(secret)
+    messages.success(request, _("Secret %(name)s deleted.") % {"name": name})
+    return redirect("projects:secrets", project=project.slug)

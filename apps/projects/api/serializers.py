@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.projects.models import Membership, Project, Quota, Role
+from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.projects.permissions import projects_for
 
 
@@ -99,3 +99,30 @@ class MembershipUpdateSerializer(serializers.ModelSerializer):
 
 class TransferSerializer(serializers.Serializer):
     user = serializers.CharField(help_text=_("Username or email of the member who becomes owner."))
+
+
+class ProjectSecretSerializer(serializers.ModelSerializer):
+    """A secret as the API shows it: never its value, which is write-only (required when creating, optional when
+    changing: given, it replaces the stored value). The name is fixed once created (pipelines reference it)."""
+
+    project = VisibleProjectField()
+    value = serializers.CharField(
+        write_only=True, trim_whitespace=False, style={"input_type": "password"}, help_text=_("Write-only.")
+    )
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ProjectSecret
+        fields = ["id", "project", "name", "value", "description", "created_by", "created_at", "updated_at"]
+        read_only_fields = ["id", "created_by", "created_at", "updated_at"]
+        # Format and uniqueness are the service's job (one set of messages for pages and API).
+        extra_kwargs = {"name": {"validators": []}, "description": {"validators": []}}
+        validators: list = []
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, list):
+            fields["project"].read_only = True
+            fields["name"].read_only = True
+            fields["value"].required = False
+        return fields

@@ -8,16 +8,17 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.projects import services
+from apps.projects import secrets, services
 from apps.projects.api.base import ProjectScopedViewSet, request_token
 from apps.projects.api.serializers import (
     MembershipSerializer,
     MembershipUpdateSerializer,
+    ProjectSecretSerializer,
     ProjectSerializer,
     TransferSerializer,
 )
-from apps.projects.filters import MembershipFilterSet, ProjectFilterSet
-from apps.projects.models import Membership, Project
+from apps.projects.filters import MembershipFilterSet, ProjectFilterSet, ProjectSecretFilterSet
+from apps.projects.models import Membership, Project, ProjectSecret
 from apps.projects.permissions import CHANGE, DELETE, MANAGE_MEMBERS, TRANSFER, VIEW
 
 
@@ -125,3 +126,34 @@ class MembershipViewSet(ProjectScopedViewSet):
         if self.action == "destroy" and obj.user_id == request.user.pk:
             return  # removing yourself is leaving: any member may (the service guards the last owner)
         super().check_object_permissions(request, obj)
+
+
+class ProjectSecretViewSet(ProjectScopedViewSet):
+    """Secrets of your projects, by name and description: values are write-only and never returned. Editors and
+    up create, replace and delete them; viewers see the names."""
+
+    queryset = ProjectSecret.objects.select_related("project", "created_by")
+    serializer_class = ProjectSecretSerializer
+    filterset_class = ProjectSecretFilterSet
+    ordering_fields = ["name", "updated_at"]
+    http_method_names = ["get", "post", "patch", "put", "delete", "head", "options"]
+
+    def perform_create(self, serializer: ProjectSecretSerializer) -> None:
+        data = serializer.validated_data
+        self.check_project(data["project"])
+        serializer.instance = secrets.create_secret(
+            data["project"],
+            self.request.user,
+            name=data["name"],
+            value=data["value"],
+            description=data.get("description", ""),
+        )
+
+    def perform_update(self, serializer: ProjectSecretSerializer) -> None:
+        data = serializer.validated_data
+        serializer.instance = secrets.update_secret(
+            serializer.instance, value=data.get("value"), description=data.get("description")
+        )
+
+    def perform_destroy(self, instance: ProjectSecret) -> None:
+        secrets.delete_secret(instance)

@@ -168,6 +168,8 @@ class Supervisor:
     def _run(self) -> None:
         workload = self.item.workload
         listener = hooks.listener_for(workload)
+        # Before plan(): a listener completes the env in memory here (project secrets are references in the stored
+        # spec; tests/jobs/test_secret_injection.py fails if the order changes).
         self.sink = listener.sink(workload) if listener else hooks.DiscardSink()
         procs: list[tuple[ReplicaSpec, subprocess.Popen]] = []
         try:

@@ -146,3 +146,31 @@ def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake
     pod = fit_job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"pool": "gpu"}
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] in (1, "1")
+
+
+def test_a_task_that_needs_a_project_secret_is_refused_on_a_cluster_with_the_reason(
+    project, cluster, fake, run_controller
+):
+    """Pods cannot receive project secrets yet: the task fails to start, saying so, and nothing reaches the API
+    (never the `${secret:…}` text in a pod's env)."""
+    from apps.projects.secrets import create_secret
+
+    run_controller()
+    wait_for_inventory(cluster)
+    load_builtin_templates()
+    create_secret(project, project.created_by, name="HF_TOKEN", value="hf_abcdefghijklmnop")
+    pipeline = save_pipeline(
+        project,
+        project.created_by,
+        name="needs-secret",
+        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"},
+                         "env": {"HF_TOKEN": "${secret:HF_TOKEN}"}}]},
+    )  # fmt: skip
+
+    run = drive(start_run(pipeline, project.created_by), timeout=30)
+
+    assert run.status == RunStatus.FAILED
+    [task] = run.tasks.all()
+    assert task.reason.startswith("could not start: project secrets (HF_TOKEN) cannot be passed to a Kubernetes pod")
+    assert not KubeWorkload.objects.exists()
+    assert fake.objects("batch", "jobs", "vision") == []
