@@ -4,13 +4,22 @@ every list endpoint."""
 from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.urls import router as accounts_router
+from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
 from apps.jobs.api.urls import router as jobs_router
 from apps.models.api.urls import router as models_router
 from apps.projects.api.urls import router as projects_router
 from apps.runtime.api.urls import router as runtime_router
 
-APP_ROUTERS = [projects_router, jobs_router, datasets_router, models_router, accounts_router, runtime_router]
+APP_ROUTERS = [
+    projects_router,
+    jobs_router,
+    datasets_router,
+    models_router,
+    accounts_router,
+    runtime_router,
+    audit_router,
+]
 
 router = DefaultRouter()
 for app_router in APP_ROUTERS:
