@@ -11,12 +11,13 @@ PORT ?= 8000
 PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-smoke lint install dev-install train-env migrate demo vendor messages clean help
+.PHONY: run test test-smoke lint security install dev-install train-env migrate demo vendor messages clean help
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
 	@echo "make test   - run the whole test suite"
 	@echo "make lint   - ruff"
+	@echo "make security - bandit over apps/ and portal/, schemathesis against the API schema"
 	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
 	@echo "make vendor - refresh static/vendor from npm (needs Node; the result is committed)"
 
@@ -96,6 +97,14 @@ test-smoke: dev-install var/secret_key
 lint: dev-install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# bandit fails on any high-severity finding (config: [tool.bandit] in pyproject.toml); schemathesis sends
+# SCHEMATHESIS_EXAMPLES generated requests per API operation and fails on a 5xx or a response off the schema.
+SCHEMATHESIS_EXAMPLES ?= 5
+security: dev-install var/secret_key
+	$(VENV)/bin/bandit -c pyproject.toml -r apps portal --severity-level high --quiet
+	$(TEST_ENV) PORTAL_SCHEMATHESIS_EXAMPLES=$(SCHEMATHESIS_EXAMPLES) \
+	  $(VENV)/bin/pytest -n 2 -m schemathesis $(PYTEST_ARGS) tests/portal/test_schemathesis.py
 
 # Front-end packages come from npm (versions in package.json/package-lock.json) and are committed
 # into static/vendor with their licences, so running the portal never needs Node.

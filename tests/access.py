@@ -11,13 +11,14 @@ from typing import Any
 
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.services import create_token, notify
+from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
-from apps.projects.models import Membership, Project, Quota, Role
+from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
 from tests import factories as dataset_factories
 from tests import factories as tracking_factories
-from tests.factories import UserFactory, add_member, pipeline, python_template
+from tests.factories import ProjectFactory, UserFactory, add_member, pipeline, python_template
 from tests.runtime.factories import ClusterFactory, bind
 
 
@@ -34,6 +35,7 @@ PROJECT_OBJECT_MAKERS: dict[type, Callable[[Project, Any], Any]] = {
         project, UserFactory(username=f"member-of-{project.slug}"), Role.VIEWER
     ),
     Quota: lambda project, owner: project.quota,
+    ProjectSecret: lambda project, owner: ProjectSecret.objects.create(project=project, name="TOKEN", value="s3cret"),
     PipelineRun: make_run,
     JobTemplate: lambda project, owner: python_template(project, slug=f"own-{project.slug}"),
     Pipeline: lambda project, owner: pipeline(project, owner, [{"name": "a", "args": {"code": "pass"}}], name="p1"),
@@ -59,6 +61,10 @@ PROJECT_OBJECT_MAKERS: dict[type, Callable[[Project, Any], Any]] = {
 USER_OBJECT_MAKERS: dict[type, Callable[[Any], Any]] = {
     ApiToken: lambda user: create_token(user, name="someone's")[0],
     Notification: lambda user: notify(user, "hello"),
+    # The audit log is read by the admins of the entry's project: an entry in a project `user` owns.
+    AuditEntry: lambda user: AuditEntry.objects.create(
+        action="update", project=ProjectFactory(owner=user, slug=f"audited-{user.pk}", name=f"Audited {user.pk}")
+    ),
 }
 
 

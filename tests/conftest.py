@@ -16,6 +16,9 @@ from tests.factories import PASSWORD, ProjectFactory, UserFactory, add_member, m
 
 def pytest_configure() -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Each test process keeps its own cache (rate-limit counters): a Redis cache would be shared by the xdist
+    # workers, and clearing it (below) is FLUSHDB, which would take the broker's and channel layer's keys too.
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 
 @dataclass
@@ -25,6 +28,15 @@ class World:
     charlie: object
     project_a: object
     project_b: object
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    """Rate-limit counters live in the cache, which a test's rolled-back transaction does not reset: each test
+    starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
 
 
 @pytest.fixture

@@ -1,4 +1,8 @@
+"""Account pages: profile, API tokens, notifications, and the lockout answer of the login brute-force guard."""
+
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,6 +14,7 @@ from django.views.decorators.http import require_http_methods
 from apps.accounts import services
 from apps.accounts.forms import ProfileForm, TokenForm
 from apps.accounts.models import ApiToken, Notification
+from apps.accounts.throttles import TokenCreateRateThrottle, throttled, too_many_requests
 from apps.projects.permissions import projects_for
 from apps.projects.views import run_service
 
@@ -27,6 +32,7 @@ def profile(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@throttled(TokenCreateRateThrottle)
 def token_list(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST or None, projects=projects_for(request.user))
     new_token = None
@@ -61,3 +67,16 @@ def notification_list(request: HttpRequest) -> HttpResponse:
         return redirect("accounts:notifications")
     notifications = Notification.objects.filter(user=request.user)[:100]
     return render(request, "accounts/notifications.html", {"notifications": notifications})
+
+
+def locked_out(request: HttpRequest, original_response: HttpResponse | None, credentials: Any) -> HttpResponse:
+    """django-axes' answer once a username+IP pair has failed too often (AXES_LOCKOUT_CALLABLE): 429, Retry-After."""
+    from axes.helpers import get_cool_off  # axes' helpers read its settings at import: import when first needed
+
+    cool_off = get_cool_off(request)
+    seconds = max(1, int(cool_off.total_seconds())) if cool_off else 3600
+    return too_many_requests(
+        seconds,
+        _("Too many failed logins for this account from your address. Try again in %(minutes)d minutes.")
+        % {"minutes": max(1, round(seconds / 60))},
+    )

@@ -23,3 +23,20 @@
   }
   connect();
 })();
+
+// Behaviours that would otherwise be inline event handlers, which the Content-Security-Policy forbids:
+// <select data-autosubmit> submits its form on change; a form (or its submit button) with data-confirm="…"
+// asks first. Delegated from the document, so htmx-swapped content gets them too.
+(function () {
+  "use strict";
+  document.addEventListener("change", function (event) {
+    const field = event.target.closest("[data-autosubmit]");
+    if (field && field.form) field.form.requestSubmit();
+  });
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    const source = event.submitter && event.submitter.dataset.confirm !== undefined ? event.submitter : form;
+    const question = source.dataset ? source.dataset.confirm : undefined;
+    if (question !== undefined && !window.confirm(question)) event.preventDefault();
+  });
+})();

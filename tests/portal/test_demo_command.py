@@ -3,13 +3,20 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth import authenticate as django_authenticate
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import RequestFactory
 
 from apps.accounts.models import Notification
 from apps.projects.models import Membership, Project, Role
 
 pytestmark = [pytest.mark.smoke, pytest.mark.django_db]
+
+
+def authenticate(username: str, password: str):
+    """As the login form does: the lockout backend (django-axes) wants the request."""
+    return django_authenticate(RequestFactory().post("/accounts/login/"), username=username, password=password)
 
 
 def run_demo(monkeypatch, password: str | None = None) -> str:

@@ -48,7 +48,12 @@ class NotificationSerializer(serializers.ModelSerializer):
 
 
 class MarkReadSerializer(serializers.Serializer):
-    ids = serializers.ListField(child=serializers.IntegerField(), required=False, help_text=_("Omit to mark all."))
+    # Bounded like the primary key (64-bit): a larger number is a 400, not a database overflow (500).
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        required=False,
+        help_text=_("Omit to mark all."),
+    )
 
 
 class ProfileSerializer(serializers.ModelSerializer):

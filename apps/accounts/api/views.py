@@ -16,6 +16,7 @@ from apps.accounts.api.serializers import (
     ProfileSerializer,
 )
 from apps.accounts.models import ApiToken, Notification
+from apps.accounts.throttles import TokenCreateRateThrottle
 from apps.projects.api.base import TokenScopePermission, request_token
 
 USER_PERMISSIONS = [permissions.IsAuthenticated, TokenScopePermission]
@@ -42,6 +43,7 @@ class ApiTokenViewSet(
 
     serializer_class = ApiTokenSerializer
     permission_classes = USER_PERMISSIONS
+    throttle_classes = [TokenCreateRateThrottle]  # counts only creations (POST): 429 with Retry-After past the limit
     filterset_fields = ["scope"]
     ordering_fields = ["created_at", "last_used_at"]
 

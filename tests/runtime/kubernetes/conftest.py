@@ -157,7 +157,7 @@ def run_controller(cluster) -> Iterator[Callable[..., ControllerThread]]:
             thread.stop()
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 15, message: str = "") -> object:
+def wait_for(condition: Callable[[], object], timeout: float = 30, message: str = "") -> object:
     """Poll `condition` until it is truthy (returns it) or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:

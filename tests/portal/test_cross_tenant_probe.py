@@ -1,0 +1,129 @@
+"""A cross-tenant probe beyond the REST API (tests/projects/test_access_matrix.py walks that): the run-log
+websocket and the MLflow API answer another project's objects exactly as they answer objects that do not exist.
+
+alice owns project A; charlie owns project B; alice is no member of B. Her credentials here are the widest she
+has: her session (the browser's websocket) and a personal token not limited to a project (MLflow). Serving
+routes (`/serving/…`) do not exist yet: nothing to probe there.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from apps.jobs.consumers import CLOSE_NOT_FOUND
+from tests.access import make_run
+from tests.factories import make_token, model_version, tracking_run
+
+MISSING = 987654321
+
+
+def session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+def log_socket_close_code(live, user, run_id: int) -> int | None:
+    """Open ws/runs/<run_id>/logs/ as `user`; the close code the server sends, or None while it stays open."""
+    headers = {"Origin": live.url, "Cookie": session_cookie(user)}
+    with connect(f"{live.ws_url}/ws/runs/{run_id}/logs/", additional_headers=headers, open_timeout=5) as ws:
+        try:
+            while True:
+                ws.recv(timeout=3)
+        except ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd else None
+        except TimeoutError:
+            return None
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_the_log_socket_of_another_projects_run_closes_as_not_found(live_asgi, world):
+    theirs = make_run(world.project_b, world.charlie)
+    mine = make_run(world.project_a, world.alice)
+
+    assert log_socket_close_code(live_asgi, world.alice, theirs.pk) == CLOSE_NOT_FOUND == 4404
+    assert log_socket_close_code(live_asgi, world.alice, MISSING) == CLOSE_NOT_FOUND  # the same answer
+    assert log_socket_close_code(live_asgi, world.bob, theirs.pk) == CLOSE_NOT_FOUND  # A's editor, too
+    assert log_socket_close_code(live_asgi, world.alice, mine.pk) is None  # control: her own run's log stays open
+    assert log_socket_close_code(live_asgi, world.charlie, theirs.pk) is None
+
+
+# --- MLflow API ------------------------------------------------------------------------------------------------
+
+
+def mlflow(client: Client, token: str, endpoint: str, body: dict | None = None, **params):
+    headers = {"authorization": f"Bearer {token}"}
+    if body is None:
+        return client.get(f"/api/2.0/mlflow/{endpoint}", params, headers=headers)
+    return client.post(f"/api/2.0/mlflow/{endpoint}", json.dumps(body), "application/json", headers=headers)
+
+
+def assert_does_not_exist(response) -> None:
+    assert response.status_code == 404, response.content
+    assert response.json()["error_code"] == "RESOURCE_DOES_NOT_EXIST", response.content
+
+
+@pytest.fixture
+def theirs(world) -> dict:
+    """Project B's experiment, run and model version, made by its owner."""
+    version = model_version(world.project_b, world.charlie, model_name="secret-model")
+    run = tracking_run(world.project_b, world.charlie, name="secret-run")
+    return {"experiment_id": str(run.experiment_id), "run_id": run.run_uuid, "model": version.registered_model.name}
+
+
+def test_a_personal_token_cannot_reach_another_projects_tracking_objects(world, theirs):
+    token, client = make_token(world.alice), Client()
+    experiment_id, run_id = theirs["experiment_id"], theirs["run_id"]
+
+    probes = {
+        "experiments/get": mlflow(client, token, "experiments/get", experiment_id=experiment_id),
+        "experiments/update": mlflow(
+            client, token, "experiments/update", {"experiment_id": experiment_id, "new_name": "taken"}
+        ),
+        "runs/create": mlflow(client, token, "runs/create", {"experiment_id": experiment_id}),
+        "runs/get": mlflow(client, token, "runs/get", run_id=run_id),
+        "runs/log-metric": mlflow(
+            client, token, "runs/log-metric", {"run_id": run_id, "key": "m", "value": 1, "timestamp": 1}
+        ),
+        "runs/set-tag": mlflow(client, token, "runs/set-tag", {"run_id": run_id, "key": "k", "value": "v"}),
+        "runs/delete": mlflow(client, token, "runs/delete", {"run_id": run_id}),
+        "metrics/get-history": mlflow(client, token, "metrics/get-history", run_id=run_id, metric_key="m"),
+        "artifacts/list": mlflow(client, token, "artifacts/list", run_id=run_id),
+    }
+    for endpoint, response in probes.items():
+        assert response.status_code == 404, (endpoint, response.content)
+        assert_does_not_exist(response)
+    # Ids that never existed get the very same answer: the probe learns nothing.
+    assert_does_not_exist(mlflow(client, token, "experiments/get", experiment_id=str(MISSING)))
+    assert_does_not_exist(mlflow(client, token, "runs/get", run_id="0" * 32))
+
+
+def test_searching_with_another_projects_ids_finds_nothing(world, theirs):
+    token, client = make_token(world.alice), Client()
+
+    found = mlflow(client, token, "runs/search", {"experiment_ids": [theirs["experiment_id"]]})
+
+    assert found.status_code in (200, 404), found.content
+    if found.status_code == 200:
+        assert found.json().get("runs", []) == []
+    else:
+        assert_does_not_exist(found)
+
+
+def test_another_projects_run_is_unchanged_after_the_probe(world, theirs):
+    from apps.models.models import Run
+
+    token, client = make_token(world.alice), Client()
+    mlflow(client, token, "runs/update", {"run_id": theirs["run_id"], "status": "KILLED"})
+    mlflow(client, token, "runs/delete", {"run_id": theirs["run_id"]})
+
+    run = Run.objects.get(run_uuid=theirs["run_id"])
+    assert run.status != "KILLED"
+    assert run.lifecycle_stage == "active"
