@@ -184,7 +184,9 @@ def sync_sso_memberships(user: Any, groups: list[str], mapping: dict[str, list[t
     with transaction.atomic():
         current = {
             m.project.slug: m
-            for m in Membership.objects.select_for_update().select_related("project", "sso").filter(user=user)
+            for m in Membership.objects.select_for_update(of=("self",))
+            .select_related("project", "sso")
+            .filter(user=user)
         }
         for slug, project in projects.items():
             role, sources = wanted[slug]
