@@ -89,8 +89,10 @@ def test_the_controller_watches_only_the_portals_pods(fake, cluster, listener, r
     watcher = wait_for(lambda: link.watchers.get(("team-a", POD)))
     wait_for(lambda: watcher.get(pod))
     assert watcher.get("not-ours") is None
-    queries = [parse_qs(q) for _m, _p, q in fake.requests_to("GET", "/namespaces/team-a/pods") if "watch=true" in q]
-    assert queries
+    # The pod is known from the initial list; the watch that follows it may open a moment later.
+    queries = wait_for(
+        lambda: [parse_qs(q) for _m, _p, q in fake.requests_to("GET", "/namespaces/team-a/pods") if "watch=true" in q]
+    )
     assert all(q["labelSelector"] == ["app.kubernetes.io/managed-by=mlops-portal"] for q in queries)
 
 
