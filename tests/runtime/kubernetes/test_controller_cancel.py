@@ -23,7 +23,9 @@ def test_cancelling_a_running_job_deletes_it_and_its_pods_in_the_foreground(fake
     wait_for(lambda: row_state("task-1") == "cancelled", message="never cancelled")
     assert fake.objects("kubeflow.org", "pytorchjobs", "team-a") == []
     assert fake.objects("", "pods", "team-a") == []
-    assert len(fake.requests_to("DELETE", f"/namespaces/team-a/pytorchjobs/{name}")) == 1
+    # Usually one DELETE; a pass that starts before the cancellation is recorded may repeat it (harmless: the
+    # object is already going), so the test asks for at least one rather than exactly one.
+    assert fake.requests_to("DELETE", f"/namespaces/team-a/pytorchjobs/{name}")
     assert listener.phases("task-1") == [Phase.RUNNING, Phase.CANCELLED]
     assert listener.closed == ["task-1"]
     assert runtime.poll("task-1").reason == "cancelled"
