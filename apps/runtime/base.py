@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from functools import cache
@@ -15,6 +16,17 @@ RUNTIMES = {
     "local": "apps.runtime.local.runtime.LocalRuntime",
     "kubernetes": "apps.runtime.kubernetes.runtime.KubernetesRuntime",
 }
+
+
+def send_wakeups(addresses: list[str]) -> None:
+    """A "wake" datagram to each host:port (best effort: agents and controllers also look for work each second)."""
+    for address in addresses:
+        host, _sep, port = address.rpartition(":")
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.sendto(b"wake", (host, int(port)))
+        except (OSError, ValueError):
+            continue
 
 
 class Runtime(ABC):

@@ -8,7 +8,6 @@ The controller's liveness is an `Agent` row of kind "kubernetes" (heartbeat, pid
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -17,7 +16,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.runtime import hooks
-from apps.runtime.base import Runtime
+from apps.runtime.base import Runtime, send_wakeups
 from apps.runtime.kubernetes.capacity import capacity_of
 from apps.runtime.models import Agent, Cluster, KubeWorkload, ProjectCluster, heartbeat_cutoff
 from apps.runtime.workload import Capacity, Phase, Status, Workload
@@ -42,13 +41,7 @@ def wake_controllers() -> None:
     now = time.monotonic()
     if now - _addresses[0] > ADDRESS_TTL:
         _addresses = (now, list(live_controllers().values_list("address", flat=True)))
-    for address in _addresses[1]:
-        host, _sep, port = address.rpartition(":")
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                sock.sendto(b"wake", (host, int(port)))
-        except (OSError, ValueError):
-            continue
+    send_wakeups(_addresses[1])
 
 
 def placement(workload: Workload, clusters: dict[str, Cluster]) -> tuple[Cluster, str]:

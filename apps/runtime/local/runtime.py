@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -11,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.runtime import hooks
-from apps.runtime.base import Runtime
+from apps.runtime.base import Runtime, send_wakeups
 from apps.runtime.local.agent import mark_lost
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
 from apps.runtime.workload import Capacity, Phase, Status, Workload
@@ -35,13 +34,7 @@ def wake_agents() -> None:
     now = time.monotonic()
     if now - _addresses[0] > ADDRESS_TTL:
         _addresses = (now, list(live_agents().values_list("address", flat=True)))
-    for address in _addresses[1]:
-        host, _sep, port = address.rpartition(":")
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                sock.sendto(b"wake", (host, int(port)))
-        except (OSError, ValueError):
-            continue
+    send_wakeups(_addresses[1])
 
 
 class LocalRuntime(Runtime):
