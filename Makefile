@@ -11,7 +11,7 @@ PORT ?= 8000
 PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-smoke lint security install dev-install train-env migrate demo vendor messages clean help
+.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor messages clean help
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
@@ -19,6 +19,7 @@ help:
 	@echo "make lint   - ruff"
 	@echo "make security - bandit over apps/ and portal/, schemathesis against the API schema"
 	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
+	@echo "make notebook-env - JupyterLab and its kernel for notebooks (.venv-notebook; make run and make test build it)"
 	@echo "make vendor - refresh static/vendor from npm (needs Node; the result is committed)"
 
 $(VENV)/bin/python:
@@ -48,6 +49,17 @@ $(TRAIN_VENV)/.installed: requirements-train.txt $(VENV)/.installed
 
 train-env: $(TRAIN_VENV)/.installed
 
+# The notebook environment: JupyterLab + ipykernel ("{python:notebook}"), built like .venv-train.
+NOTEBOOK_VENV := .venv-notebook
+$(NOTEBOOK_VENV)/.installed: requirements-notebook.txt $(VENV)/.installed
+	$(PY) -m venv $(NOTEBOOK_VENV)
+	$(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+	  > "$$($(NOTEBOOK_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/portal-venv.pth"
+	$(NOTEBOOK_VENV)/bin/python -m pip install --quiet -r requirements-notebook.txt
+	touch $@
+
+notebook-env: $(NOTEBOOK_VENV)/.installed
+
 # The official MLflow clients, each in a venv of its own (tests/models drive them through subprocesses):
 # mlflow pulls in pandas, pyarrow, SQLAlchemy, Flask… (~850 MB) that the portal does not need.
 # .venv-mlflow: the current client (and `mlflow server` for bench/tracking.py); .venv-mlflow2: the MLflow 2 line.
@@ -71,7 +83,7 @@ var/secret_key:
 	@mkdir -p var
 	@umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-migrate: install var/secret_key
+migrate: install notebook-env var/secret_key
 	$(PY) manage.py migrate --noinput
 	@if [ -z "$$REDIS_URL" ]; then $(PY) manage.py migrate --noinput --database channels; fi
 
@@ -88,7 +100,7 @@ run: demo
 # Tests keep their state (SQLite files, broker folder, task outputs) apart from a running portal's var/.
 TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}
 
-test: dev-install var/secret_key
+test: dev-install notebook-env var/secret_key
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 test-smoke: dev-install var/secret_key

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "apps.datasets",
     "apps.models",
     "apps.audit",
+    "apps.notebooks",
 ]
 
 MIDDLEWARE = [
@@ -251,6 +252,7 @@ PORTAL_AGENT_RESERVED_CPU = float(envstr("PORTAL_AGENT_RESERVED_CPU", "0"))
 PORTAL_TASK_ENVS = {
     "default": sys.executable,
     "train": str(BASE_DIR / ".venv-train" / "bin" / "python"),
+    "notebook": str(BASE_DIR / ".venv-notebook" / "bin" / "python"),
     **envprefixed("PORTAL_TASK_ENV_"),
 }
 for _name, _python in PORTAL_TASK_ENVS.items():
