@@ -343,15 +343,6 @@ def _workload(
     task.output_dir = str(out)
     image = images.get((template.project_id, template.image)) or images.get((None, template.image))
     env = _task_env(task, node, template, out, outputs)
-    if pool.cluster:
-        from apps.projects.secrets import referenced_name
-
-        names = sorted({name for value in env.values() if (name := referenced_name(value))})
-        if names:  # the controller has no Secret objects for them yet: refuse rather than leak the reference text
-            raise LookupError(
-                f"project secrets ({', '.join(names)}) cannot be passed to a Kubernetes pod yet; "
-                "run this pipeline on the local runtime or remove the references"
-            )
     return build_workload(
         task,
         node,

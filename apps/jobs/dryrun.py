@@ -15,7 +15,6 @@ from apps.jobs.dispatcher import _task_env, build_workload, registry_images
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, TaskRun
 from apps.jobs.placement import Pool
 from apps.jobs.references import dataset_arg_names
-from apps.projects.secrets import mask_env
 from apps.runtime.workload import Workload
 
 # Where a run's values are not known before it starts, the manifests say so instead of inventing them.
@@ -107,8 +106,8 @@ def pipeline_workloads(pipeline: Pipeline, pool: Pool) -> list[tuple[str, Worklo
             task,
             node,
             template,
-            # Secrets as *** (their references would only name them, but a review copy shows no secret at all).
-            env=mask_env(_task_env(task, node, template, out, outputs, issue_token=False)),
+            # A project secret stays a reference: the manifests show the secretKeyRef the pods will have, never a value.
+            env=_task_env(task, node, template, out, outputs, issue_token=False),
             args=args,
             out=out,
             pool=pool,

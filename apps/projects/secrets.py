@@ -193,11 +193,6 @@ def resolve_env(project_slug: str, env: Mapping[str, str]) -> tuple[dict[str, st
     return resolved, missing
 
 
-def mask_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The env with every secret reference shown as `***` (the dry run's manifests)."""
-    return {key: MASK if referenced_name(value) is not None else value for key, value in env.items()}
-
-
 def mask_values(values: Iterable[str]) -> list[str]:
     """What the log writer replaces: each value, and each line of a multi-line value (logs are stored by line),
     of at least MASK_MIN_LENGTH characters; longest first, so a value containing another is masked whole."""

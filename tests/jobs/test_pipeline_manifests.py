@@ -66,6 +66,30 @@ def test_the_demo_pipeline_becomes_one_valid_job_per_node_and_nothing_is_created
     assert not KubeWorkload.objects.exists()
 
 
+def test_a_project_secret_shows_as_the_secret_key_ref_the_pod_will_have_never_its_value(world, cluster):
+    from apps.projects.secrets import create_secret
+    from apps.runtime.kubernetes.manifests.meta import env_secret_name
+
+    load_builtin_templates()
+    create_secret(world.project_a, world.alice, name="HF_TOKEN", value="hf_abcdefghijklmnop")
+    save_pipeline(
+        world.project_a,
+        world.alice,
+        name="uses-secret",
+        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"},
+                         "env": {"HF_TOKEN": "${secret:HF_TOKEN}"}}]},
+    )  # fmt: skip
+    out = StringIO()
+    call_command("pipeline_manifests", "project-a/uses-secret", stdout=out)
+
+    assert "hf_abcdefghijklmnop" not in out.getvalue()
+    [job] = documents(out.getvalue())
+    validate_all([job], "1.33")
+    [entry] = [e for e in job["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
+    name = env_secret_name(job["metadata"]["name"])
+    assert entry == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": name, "key": "HF_TOKEN"}}}
+
+
 def test_the_dataset_argument_points_at_its_pinned_version_on_the_shared_folder(iris, cluster, settings):
     out = StringIO()
     call_command("pipeline_manifests", "project-a/iris", "--cluster", "lab", stdout=out)

@@ -49,7 +49,7 @@ RUNTIME_GRANTS = (
     | _grants("apps", ["deployments", "statefulsets"], WORKLOAD_VERBS)
     | _grants("autoscaling", ["horizontalpodautoscalers"], WORKLOAD_VERBS)
     | _grants("", ["services"], WORKLOAD_VERBS)
-    | _grants("", ["secrets"], frozenset({"create", "get", "update", "delete"}))
+    | _grants("", ["secrets"], frozenset({"create", "get", "update", "patch", "delete"}))
     | _grants("", ["pods", "events"], READ_VERBS)
     | _grants("", ["pods/log"], frozenset({"get"}))
 )

@@ -12,6 +12,11 @@ Registry credentials: a workload whose labels carry `image` (the pk of an `apps.
 registry credentials) and whose `image_pull_secrets` name `registry_secret_name(pk)` gets that Secret
 (type kubernetes.io/dockerconfigjson) created or updated in its namespace before its pods. The Secret is
 shared by every workload of the image, so it is not part of `applied` and outlives them.
+
+Project secrets: env entries that reference one (`${secret:NAME}`) are `secretKeyRef`s in the pods (see
+manifests.pod.env_of); their values go into an Opaque Secret of the workload's own (`env_secret_name`), resolved
+here, in the controller's memory, and created before the pods that read it. It is listed last in `applied`
+(the primary object stays first), so it is adopted, rolled back and deleted with the workload's other objects.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from apps.runtime.kubernetes.manifests import (
     label_value,
     resource_of,
 )
-from apps.runtime.kubernetes.manifests.meta import registry_secret_name
+from apps.runtime.kubernetes.manifests.meta import env_secret_name, registry_secret_name, workload_labels
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.kubernetes.validation import ManifestInvalid, validate_all
 from apps.runtime.models import KubeWorkload
@@ -93,6 +98,45 @@ def pull_secret(workload: Workload, namespace: str) -> dict[str, Any] | None:
     }
 
 
+def env_secret(workload: Workload, namespace: str) -> dict[str, Any] | None:
+    """The workload's env Secret with the values of the project secrets its env references, or None when it
+    references none. ApplyFailed when one was deleted since the task was dispatched (its pods could not start)."""
+    from apps.projects.secrets import resolve_env  # the values are read here, where the workload is applied
+
+    values, missing = resolve_env(workload.project, workload.env)
+    if missing:
+        raise ApplyFailed(f"project secret(s) {', '.join(missing)} no longer exist; the task cannot start without them")
+    if not values:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": env_secret_name(workload),
+            "namespace": namespace,
+            "labels": workload_labels(workload),
+        },
+        "type": "Opaque",
+        "data": {key: base64.b64encode(value.encode()).decode() for key, value in values.items()},
+    }
+
+
+def owned_by(client: KubeClient, secret: dict[str, Any], owner: dict[str, Any], uid: str) -> None:
+    """Make the workload's primary object (`owner`, whose uid the API server gave) the owner of its env Secret:
+    Kubernetes' garbage collector then deletes the Secret with the object (at its TTL after finishing, or when the
+    portal deletes it)."""
+    if not uid:
+        return
+    reference = {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": uid,
+    }
+    meta = secret["metadata"]
+    client.patch(SECRET, meta["namespace"], meta["name"], {"metadata": {"ownerReferences": [reference]}})
+
+
 def _registry_of(image: str) -> str:
     """The registry host of an image reference ("registry.example.com/team/x:1" → the host; "python:3" →
     Docker Hub), as the kubelet decides it."""
@@ -135,12 +179,17 @@ class Outcome:
 def apply(client: KubeClient, row: KubeWorkload) -> Outcome:
     """Create the row's objects. KubeUnavailable (the cluster cannot be reached now) propagates: the row stays
     pending and the next pass tries again, adopting what this one created."""
+    workload = Workload.from_dict(row.spec)
     try:
         objs = plan(row)
-    except ApplyFailed as exc:
+        env = env_secret(workload, row.namespace)
+        if env is not None:
+            validate_all([env], ClusterProfile.of(row.cluster, row.namespace).version)
+    except (ApplyFailed, ManifestInvalid) as exc:
         return Outcome("failed", str(exc))
-    workload = Workload.from_dict(row.spec)
-    refs = [ref(obj) for obj in objs]
+    refs = [ref(obj) for obj in objs] + ([ref(env)] if env is not None else [])
+    if env is not None:
+        objs = [env, *objs]  # created first: the pods read it
     # The intent first: from here on a cancel goes through the controller (see the module doc).
     intent = KubeWorkload.objects.filter(pk=row.pk, state=KubeWorkload.State.PENDING, cancel_requested=False)
     if not intent.update(applied=refs):
@@ -156,7 +205,7 @@ def apply(client: KubeClient, row: KubeWorkload) -> Outcome:
         for obj in objs:
             resource = resource_of(obj["apiVersion"], obj["kind"])
             try:
-                client.create(resource, row.namespace, obj)
+                created = client.create(resource, row.namespace, obj)
             except KubeError as exc:
                 if not exc.conflict:
                     raise
@@ -169,7 +218,10 @@ def apply(client: KubeClient, row: KubeWorkload) -> Outcome:
                         f"(its {LABEL_UID} label is {owner!r}); delete or rename it"
                     ) from None
                 adopted.append(f"{obj['kind']}/{obj['metadata']['name']}")
+                created = existing
             mine.append(obj)
+            if env is not None and len(mine) == 2:  # the primary object: the env Secret goes when it goes
+                owned_by(client, env, obj, (created.get("metadata") or {}).get("uid", ""))
     except KubeUnavailable:
         raise
     except (ApplyFailed, KubeError) as exc:

@@ -158,3 +158,55 @@ def test_registry_credentials_become_the_pull_secret_the_pods_name(fake, cluster
     secret = fake.store.get(("", "secrets"), "team-a", secret_name)
     config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))
     assert config["auths"]["registry.example.com"]["password"] == "rotated"
+
+
+def test_project_secrets_reach_the_pods_by_reference_from_a_secret_owned_by_the_job(
+    fake, cluster, listener, run_controller
+):
+    """The value is in the workload's env Secret only (never in the Job or the database); the Job owns the Secret,
+    so Kubernetes deletes it with the Job."""
+    from apps.projects.secrets import create_secret
+    from apps.runtime.kubernetes.manifests.meta import env_secret_name
+    from tests.factories import ProjectFactory, UserFactory
+
+    project = ProjectFactory(owner=UserFactory(), slug="demo")
+    create_secret(project, project.created_by, name="HF_TOKEN", value="hf_abcdefghijklmnop")
+    base = sample_job()
+    workload = mine(base, "task-9", env={**base.env, "HF": "${secret:HF_TOKEN}"})
+    run_controller()
+    fresh_runtime().submit(workload)
+    wait_for(lambda: KubeWorkload.objects.get(uid="task-9").created)
+
+    (job,) = fake.objects(*JOBS, "team-a")
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    name = env_secret_name(workload)
+    assert env["HF"] == {"name": "HF", "valueFrom": {"secretKeyRef": {"name": name, "key": "HF"}}}
+    assert "hf_abcdefghijklmnop" not in json.dumps(job)
+    secret = fake.store.get(("", "secrets"), "team-a", name)
+    assert secret["type"] == "Opaque"
+    assert base64.b64decode(secret["data"]["HF"]).decode() == "hf_abcdefghijklmnop"
+    assert list(secret["data"]) == ["HF"]  # only what the task references
+    [owner] = secret["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", job["metadata"]["name"], job["metadata"]["uid"])
+    row = KubeWorkload.objects.get(uid="task-9")
+    assert row.applied[0]["kind"] == "Job" and row.applied[-1] == {"apiVersion": "v1", "kind": "Secret", "name": name}
+    assert "hf_abcdefghijklmnop" not in json.dumps(row.spec)
+
+    fresh_runtime().cancel("task-9")
+    wait_for(lambda: not fake.objects(*JOBS, "team-a"), message="the job was not deleted")
+    wait_for(lambda: fake.store.find(("", "secrets"), "team-a", name) is None, message="the env Secret stayed")
+
+
+def test_a_secret_deleted_before_the_workload_is_applied_fails_it_with_the_name(
+    fake, cluster, listener, run_controller
+):
+    from tests.factories import ProjectFactory, UserFactory
+
+    ProjectFactory(owner=UserFactory(), slug="demo")  # has no secret HF_TOKEN (any more)
+    base = sample_job()
+    run_controller()
+    fresh_runtime().submit(mine(base, "task-10", env={**base.env, "HF": "${secret:HF_TOKEN}"}))
+    wait_for(lambda: row_state("task-10") == "failed")
+    assert "HF_TOKEN" in KubeWorkload.objects.get(uid="task-10").reason
+    assert fake.objects(*JOBS, "team-a") == []
+    assert fake.objects("", "secrets", "team-a") == []

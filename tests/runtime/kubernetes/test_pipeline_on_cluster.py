@@ -4,6 +4,8 @@ every replica's log stored like the local runtime's."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from apps.jobs.builtin import load_builtin_templates
@@ -148,12 +150,11 @@ def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] in (1, "1")
 
 
-def test_a_task_that_needs_a_project_secret_is_refused_on_a_cluster_with_the_reason(
-    project, cluster, fake, run_controller
-):
-    """Pods cannot receive project secrets yet: the task fails to start, saying so, and nothing reaches the API
-    (never the `${secret:…}` text in a pod's env)."""
+def test_a_project_secret_reaches_the_pod_from_a_secret_and_is_masked_in_its_log(project, cluster, fake, run_controller):
+    """The Job's env names the workload's env Secret (secretKeyRef); the value is in that Secret only, and a pod
+    that prints it is stored as `***`."""
     from apps.projects.secrets import create_secret
+    from apps.runtime.kubernetes.manifests.meta import env_secret_name
 
     run_controller()
     wait_for_inventory(cluster)
@@ -166,11 +167,24 @@ def test_a_task_that_needs_a_project_secret_is_refused_on_a_cluster_with_the_rea
         spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"},
                          "env": {"HF_TOKEN": "${secret:HF_TOKEN}"}}]},
     )  # fmt: skip
+    run = start_run(pipeline, project.created_by)
+    drive(run, timeout=30, until=lambda r: KubeWorkload.objects.filter(created=True).exists())
+    (name,) = fake.sim.wait_created()
+    [job] = fake.objects("batch", "jobs", "vision")
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    [entry] = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
+    secret_name = env_secret_name(KubeWorkload.objects.get().uid)
+    assert entry == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret_name, "key": "HF_TOKEN"}}}
+    assert "hf_abcdefghijklmnop" not in str(job)
+    secret = fake.store.get(("", "secrets"), "vision", secret_name)
+    assert base64.b64decode(secret["data"]["HF_TOKEN"]).decode() == "hf_abcdefghijklmnop"
 
-    run = drive(start_run(pipeline, project.created_by), timeout=30)
+    fake.sim.start(name)
+    fake.sim.log(name, fake.sim.pod_names(name)[0], ["token is hf_abcdefghijklmnop", "done"])
+    fake.sim.succeed(name)
+    run = drive(run, timeout=30)
 
-    assert run.status == RunStatus.FAILED
+    assert run.status == RunStatus.SUCCEEDED, run.reason
     [task] = run.tasks.all()
-    assert task.reason.startswith("could not start: project secrets (HF_TOKEN) cannot be passed to a Kubernetes pod")
-    assert not KubeWorkload.objects.exists()
-    assert fake.objects("batch", "jobs", "vision") == []
+    texts = list(LogLine.objects.filter(task=task).order_by("seq").values_list("text", flat=True))
+    assert texts == ["token is ***", "done"]

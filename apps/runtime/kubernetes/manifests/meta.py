@@ -157,6 +157,13 @@ def selector_labels(workload: Workload, role: str) -> dict[str, str]:
     return {LABEL_UID: label_value(workload.uid), LABEL_ROLE: label_value(role)}
 
 
+def env_secret_name(workload: Workload | str) -> str:
+    """The Opaque Secret holding the values of the project secrets a workload's env references (created by the
+    controller just before the workload's other objects, deleted with them; pods read it by secretKeyRef)."""
+    base = object_name(workload)
+    return f"{base[: NAME_MAX - 4].rstrip('-')}-env"
+
+
 def registry_secret_name(image_pk: int | str) -> str:
     """The dockerconfigjson Secret the controller keeps for an Image's registry credentials (the dispatcher
     names it in the workload's image_pull_secrets)."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from apps.projects.secrets import referenced_name
 from apps.runtime.kubernetes.manifests.meta import (
     ANNOTATION_DEFAULT_CONTAINER,
     ManifestError,
+    env_secret_name,
     label_value,
     workload_annotations,
     workload_labels,
@@ -53,13 +55,21 @@ def has_gpu(workload: Workload) -> bool:
 
 def env_of(workload: Workload, accelerators: bool = True) -> list[dict[str, str]]:
     """The workload's env as given (the portal's contract: PORTAL_*, MLFLOW_*, the pipeline's and the task's),
-    plus what the local runtime also gives every process. `accelerators` False: a container without the GPUs."""
+    plus what the local runtime also gives every process. `accelerators` False: a container without the GPUs.
+    A project secret (`${secret:NAME}`) is read from the workload's env Secret (meta.env_secret_name), so its value
+    is in no manifest: the controller fills that Secret when it applies the workload (apply.env_secret)."""
     env = {str(key): str(value) for key, value in workload.env.items()}
     env.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the log as they are printed
     if not (accelerators and has_gpu(workload)):
         # Without this, an image built on nvidia/cuda sees every GPU of the node where the runtime exposes them.
         env.setdefault("NVIDIA_VISIBLE_DEVICES", "none")
-    return [{"name": key, "value": value} for key, value in env.items()]
+    secret = env_secret_name(workload)
+    return [
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+        if referenced_name(value) is not None
+        else {"name": key, "value": value}
+        for key, value in env.items()
+    ]
 
 
 def resources_of(workload: Workload, profile: ClusterProfile, accelerators: bool = True) -> dict[str, Any]:
