@@ -1,0 +1,201 @@
+"""Inference services, their immutable revisions, and the replicas that serve a revision.
+
+A service says what should be served (a model version, or the version an alias points at, or a custom image and
+command) and how (resources, replicas and autoscaling, canary and shadow traffic, auth). Every change of what is
+served makes a new `Revision` — an immutable deploy record (who, when, which version, the frozen config) — so
+history is a list of revisions and rollback is "make the old revision current again". On the local runtime each
+replica of a revision is a model-server process (apps.serving.modelserver) run by the agent; on Kubernetes a
+revision is a KServe InferenceService or a Deployment + Service + HPA.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from apps.projects.models import slug_validator
+from apps.projects.querysets import TenantQuerySet
+
+
+class Framework(models.TextChoices):
+    SKLEARN = "sklearn", "scikit-learn"
+    XGBOOST = "xgboost", "XGBoost"
+    PYTORCH = "pytorch", "PyTorch"
+    ONNX = "onnx", "ONNX"
+    MLFLOW = "mlflow", _("MLflow pyfunc")
+    CUSTOM = "custom", _("Custom image and command")
+
+
+class InferenceService(models.Model):
+    """A model served as a REST service at `/serving/<project>/<name>/` (OIP v2 beneath it)."""
+
+    class Stage(models.TextChoices):
+        DEBUG = "debug", _("Debug")
+        TEST = "test", _("Test")
+        PROD = "prod", _("Production")
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")  # saved, nothing deployed yet
+        DEPLOYING = "deploying", _("Deploying")  # a revision is rolling out
+        READY = "ready", _("Ready")  # the current revision serves with at least one ready replica
+        DEGRADED = "degraded", _("Degraded")  # serving, but fewer replicas ready than wanted
+        FAILED = "failed", _("Failed")  # nothing can serve (the reason says why)
+        STOPPED = "stopped", _("Stopped")  # scaled to nothing by the user
+
+    class ScaleMetric(models.TextChoices):
+        CONCURRENCY = "concurrency", _("Concurrent requests per replica")
+        CPU = "cpu", _("CPU utilisation (%)")
+
+    class Auth(models.TextChoices):
+        TOKEN = "token", _("Portal API token of a project member")
+        KEY = "key", _("Service key, or a portal token")
+        PUBLIC = "public", _("None (anyone who can reach the portal)")
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="inference_services")
+    name = models.CharField(_("name"), max_length=50, validators=[slug_validator])
+    description = models.TextField(_("description"), blank=True)
+    stage = models.CharField(_("stage"), max_length=10, choices=Stage.choices, default=Stage.DEBUG)
+
+    # What to serve: a pinned version, or the version an alias of a registered model points at (moving the alias
+    # rolls the service), or a custom image + command (framework "custom").
+    registered_model = models.ForeignKey(
+        "models.RegisteredModel", on_delete=models.PROTECT, null=True, blank=True, related_name="services"
+    )
+    model_version = models.ForeignKey(
+        "models.ModelVersion", on_delete=models.PROTECT, null=True, blank=True, related_name="services"
+    )
+    follow_alias = models.CharField(_("alias to follow"), max_length=255, blank=True)
+    framework = models.CharField(_("framework"), max_length=20, choices=Framework.choices, default=Framework.SKLEARN)
+    image = models.CharField(_("image"), max_length=200, blank=True)  # "" = the portal's model-server image
+    command = models.JSONField(_("command"), default=list, blank=True)  # custom only: argv; {port} is filled in
+    env = models.JSONField(_("environment"), default=dict, blank=True)
+
+    cpu = models.DecimalField(
+        _("CPU cores"), max_digits=6, decimal_places=2, default=1, validators=[MinValueValidator(0)]
+    )
+    memory_bytes = models.BigIntegerField(_("memory (bytes)"), default=1024**3, validators=[MinValueValidator(0)])
+    gpu = models.DecimalField(_("GPUs"), max_digits=5, decimal_places=2, default=0, validators=[MinValueValidator(0)])
+    min_replicas = models.PositiveIntegerField(_("min replicas"), default=1)
+    max_replicas = models.PositiveIntegerField(_("max replicas"), default=1, validators=[MinValueValidator(1)])
+    scale_metric = models.CharField(
+        _("autoscale on"), max_length=20, choices=ScaleMetric.choices, default=ScaleMetric.CONCURRENCY
+    )
+    scale_target = models.PositiveIntegerField(_("target per replica"), default=8, validators=[MinValueValidator(1)])
+
+    # Traffic: the current revision takes what the canary does not; the shadow gets copies (its answers dropped).
+    current_revision = models.ForeignKey("Revision", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    canary_revision = models.ForeignKey("Revision", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    canary_percent = models.PositiveSmallIntegerField(
+        _("canary traffic (%)"), default=0, validators=[MaxValueValidator(100)]
+    )
+    shadow_revision = models.ForeignKey("Revision", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    shadow_percent = models.PositiveSmallIntegerField(
+        _("shadow traffic (%)"), default=0, validators=[MaxValueValidator(100)]
+    )
+
+    auth = models.CharField(_("authentication"), max_length=10, choices=Auth.choices, default=Auth.TOKEN)
+    key_prefix = models.CharField(max_length=12, blank=True)  # first characters of the service key, to recognise it
+    key_digest = models.CharField(max_length=64, blank=True)  # SHA-256 of the service key (shown once)
+
+    runtime = models.CharField(max_length=20, blank=True)  # where it runs: local | kubernetes ("" = the project's)
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.PENDING)
+    reason = models.TextField(_("reason"), blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="serving_service_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def base_path(self) -> str:
+        return f"/serving/{self.project.slug}/{self.name}/"
+
+    @staticmethod
+    def generate_key() -> str:
+        return "psk_" + secrets.token_urlsafe(32)
+
+
+class Revision(models.Model):
+    """Revision N of a service: an immutable record of what was deployed (the model version and the frozen config
+    the replicas run with), by whom and when, and how its rollout went."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        ROLLING_OUT = "rolling_out", _("Rolling out")  # replicas starting; not taking traffic until ready
+        READY = "ready", _("Ready")  # serving (current, canary or shadow)
+        FAILED = "failed", _("Failed")  # did not become ready (rolled back; reason says why)
+        RETIRED = "retired", _("Retired")  # replaced; its replicas are gone
+
+    service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    model_version = models.ForeignKey(
+        "models.ModelVersion", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # Frozen at creation: framework, model path/URI, image, command, env, resources, replicas/autoscaling, and
+    # anything else the replicas need. Never changed afterwards.
+    config = models.JSONField(default=dict)
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.PENDING)
+    reason = models.TextField(_("reason"), blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "service__project"
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["service", "-number"]
+        constraints = [models.UniqueConstraint(fields=["service", "number"], name="serving_revision_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.service.name} r{self.number}"
+
+
+class Replica(models.Model):
+    """One model-server process (local runtime) of a revision: where it listens and whether it is ready. The
+    router balances over the ready replicas of the revisions that take traffic."""
+
+    class Status(models.TextChoices):
+        STARTING = "starting", _("Starting")
+        READY = "ready", _("Ready")
+        STOPPING = "stopping", _("Stopping")
+        STOPPED = "stopped", _("Stopped")
+        FAILED = "failed", _("Failed")
+
+    revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="replicas")
+    index = models.PositiveIntegerField()
+    handle = models.CharField(max_length=200, blank=True)  # the runtime's handle of its workload
+    upstream = models.CharField(max_length=200, blank=True)  # "http://127.0.0.1:41234"
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.STARTING)
+    reason = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "revision__service__project"
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["revision", "index"]
+        indexes = [models.Index(fields=["status"], name="serving_replica_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.revision} #{self.index}"
