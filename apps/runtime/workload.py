@@ -265,18 +265,16 @@ class Workload:
     resources: Resources = field(default_factory=Resources)
     timeout: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
-    retries: int = 0  # restarts the runtime itself makes (backoffLimit); pipeline retries are new attempts instead
-    cluster: str = ""  # kubernetes: the Cluster's name ("" = the first enabled cluster)
-    namespace: str = ""  # kubernetes: "" = the cluster's default namespace
-    image_pull_secrets: list[str] = field(default_factory=list)
-    cluster: str = ""  # a Cluster's name; empty = the runtime chooses
-    namespace: str = ""  # empty = the project's namespace on that cluster
+    # Restarts the runtime itself makes before the workload fails (backoffLimit, maxRetry); pipeline retries are
+    # new attempts instead.
+    retries: int = 0
+    cluster: str = ""  # kubernetes: a Cluster's name; empty = the runtime chooses
+    namespace: str = ""  # kubernetes: empty = the project's namespace on that cluster
+    image_pull_secrets: list[str] = field(default_factory=list)  # names of dockerconfigjson Secrets
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)  # Kubernetes Toleration objects
     affinity: dict[str, Any] = field(default_factory=dict)  # a Kubernetes Affinity object
     volumes: list[dict[str, Any]] = field(default_factory=list)  # see parse_volume
-    retries: int = 0  # restarts the runtime itself makes before the workload fails (backoffLimit, maxRetry)
-    image_pull_secrets: list[str] = field(default_factory=list)  # names of dockerconfigjson Secrets
     ports: dict[str, int] = field(default_factory=dict)  # services and notebooks: name → port
     service: dict[str, Any] = field(default_factory=dict)  # kind "service": see parse_service
     rdma: bool = False  # an RDMA device and the IPC_LOCK capability in every replica
