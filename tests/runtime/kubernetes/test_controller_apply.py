@@ -189,7 +189,8 @@ def test_project_secrets_reach_the_pods_by_reference_from_a_secret_owned_by_the_
     [owner] = secret["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", job["metadata"]["name"], job["metadata"]["uid"])
     row = KubeWorkload.objects.get(uid="task-9")
-    assert row.applied[0]["kind"] == "Job" and row.applied[-1] == {"apiVersion": "v1", "kind": "Secret", "name": name}
+    assert row.applied[0]["kind"] == "Job"
+    assert row.applied[-1] == {"apiVersion": "v1", "kind": "Secret", "name": name}
     assert "hf_abcdefghijklmnop" not in json.dumps(row.spec)
 
     fresh_runtime().cancel("task-9")

@@ -150,7 +150,9 @@ def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] in (1, "1")
 
 
-def test_a_project_secret_reaches_the_pod_from_a_secret_and_is_masked_in_its_log(project, cluster, fake, run_controller):
+def test_a_project_secret_reaches_the_pod_from_a_secret_and_is_masked_in_its_log(
+    project, cluster, fake, run_controller
+):
     """The Job's env names the workload's env Secret (secretKeyRef); the value is in that Secret only, and a pod
     that prints it is stored as `***`."""
     from apps.projects.secrets import create_secret
