@@ -55,6 +55,42 @@ def stop(*procs: subprocess.Popen) -> None:
             proc.kill()
 
 
+def cpu_seconds(*procs: subprocess.Popen) -> float:
+    """User + system CPU time of `procs` and their children so far (the Celery worker's pool processes)."""
+    import psutil
+
+    total = 0.0
+    for proc in procs:
+        try:
+            root = psutil.Process(proc.pid)
+            for each in (root, *root.children(recursive=True)):
+                times = each.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:
+            continue
+    return total
+
+
+def database_cpu_seconds() -> float:
+    """CPU time of the PostgreSQL server processes serving this benchmark's database so far (0 on SQLite or
+    when they cannot be read): the part of a run's cost that happens in the database."""
+    import psutil
+    from django.conf import settings
+
+    name = settings.DATABASES["default"]["NAME"]
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        return 0.0
+    total = 0.0
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if f" {name} " in " ".join(proc.info["cmdline"] or ()) + " ":
+                times = proc.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:
+            continue
+    return total
+
+
 def wait_for(predicate, timeout: float = 60, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

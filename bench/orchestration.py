@@ -2,7 +2,8 @@
 
 Both sides run the same work per node (spawn /bin/true) on the same Redis broker; the portal adds
 freezing, dispatch, quotas, the agent, state in the database and status events. Prints per-node
-overhead and ratios (target: ≤ 20 ms overhead per node).
+overhead and ratios (target: ≤ 20 ms overhead per node), then the CPU each process spent per node of the portal's
+runs (steadier than wall time on a shared machine) and the load average before and after.
 
     .venv/bin/python bench/orchestration.py [--nodes 200]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override)
@@ -14,16 +15,23 @@ import argparse
 import os
 import time
 
-from _env import PYTHON, prepare, start, stop, wait_for
+from _env import PYTHON, cpu_seconds, database_cpu_seconds, prepare, start, stop, wait_for
 
 
 def portal_run(pipeline, owner) -> float:
-    from apps.jobs.models import PipelineRun
+    from django.db import connection
+
+    from apps.jobs.models import RUN_FINISHED
     from apps.jobs.services import start_run
+
+    def finished() -> bool:  # a bare query: the ORM's would cost this process ~1 ms of the 2 cores per look
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT status FROM jobs_pipelinerun WHERE id = %s", [run.pk])
+            return cursor.fetchone()[0] in RUN_FINISHED
 
     started = time.perf_counter()
     run = start_run(pipeline, owner)
-    wait_for(lambda: PipelineRun.objects.get(pk=run.pk).is_finished, timeout=900, what="portal run")
+    wait_for(finished, timeout=900, what="portal run")
     elapsed = time.perf_counter() - started
     run.refresh_from_db()
     assert run.status == "succeeded", run.reason
@@ -71,7 +79,8 @@ def main() -> None:
         fan_pipe = save_pipeline(project, owner, name="fanout", spec={"nodes": fan_nodes})
 
         noop.delay().get(timeout=60)  # warm up the worker
-        results = []
+        load_before = os.getloadavg()
+        results, cpu = [], []
         for label, pipe, raw in (
             ("chain", chain_pipe, lambda: chain(noop.si() for _ in range(n)).apply_async().get(timeout=600)),
             ("fan-out", fan_pipe, lambda: group(noop.si() for _ in range(n)).apply_async().get(timeout=600)),
@@ -79,8 +88,12 @@ def main() -> None:
             started = time.perf_counter()
             raw()
             celery_s = time.perf_counter() - started
+            before = (cpu_seconds(agent), cpu_seconds(worker), database_cpu_seconds(), time.process_time())
             portal_s = portal_run(pipe, owner)
+            after = (cpu_seconds(agent), cpu_seconds(worker), database_cpu_seconds(), time.process_time())
             results.append((label, portal_s, celery_s))
+            cpu.append((label, *((b - a) / n * 1000 for a, b in zip(before, after, strict=True))))
+        load_after = os.getloadavg()
 
         print(f"\n{n}-node no-op DAG, Redis broker, 2 cores")
         header = ("shape", "portal total", "celery total", "portal/node", "celery/node", "overhead/node", "ratio")
@@ -92,6 +105,12 @@ def main() -> None:
                 f"{celery_s / n * 1000:>10.1f} ms{overhead:>12.1f} ms{portal_s / celery_s:>7.1f}×"
             )
         print("target: overhead ≤ 20 ms per node")
+        print("\nCPU per node of the portal's runs (ms)")
+        print("{:<9}{:>10}{:>10}{:>10}{:>10}".format("shape", "agent", "worker", "database", "bench"))
+        for label, *values in cpu:
+            print(f"{label:<9}" + "".join(f"{v:>10.1f}" for v in values))
+        loads = " ".join(f"{v:.2f}" for v in load_before), " ".join(f"{v:.2f}" for v in load_after)
+        print("load average before: {}, after: {}".format(*loads))
     finally:
         stop(worker, agent)
 

@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps.jobs.dispatcher import dispatch, revoke_task_tokens, revoke_tokens_of_ended_tasks
+from apps.jobs.dispatcher import RUN_RELATED, dispatch, revoke_task_tokens, revoke_tokens_of_ended_tasks
 from apps.jobs.logs import run_log_group
 from apps.jobs.models import (
     TASK_ACTIVE,
@@ -34,7 +34,7 @@ from apps.jobs.models import (
     TaskRun,
     TaskStatus,
 )
-from apps.jobs.runstate import RunPlan, node_states, plan_of, status_payload
+from apps.jobs.runstate import RunPlan, node_states, node_status, plan_of, status_payload
 from apps.runtime.base import get_runtime
 from apps.runtime.workload import Phase, Status
 from portal.lib.publish import publish
@@ -57,6 +57,8 @@ FAILED_UPSTREAM = {TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UPSTREAM_
 
 def digest_dir(path: str) -> str:
     """Content digest of a directory: relative paths and the SHA-256 of every file, in order."""
+    if not path:  # no output directory (never handed to a runtime): not the current one
+        return ""
     outer = hashlib.sha256()
     root = Path(path)
     if not root.is_dir():
@@ -124,13 +126,19 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
     task.exit_code = status.exit_code
     task.reason = status.reason if status.phase != Phase.LOST else "agent lost: the process supervising it died"
     task.finished_at = now
-    task.started_at = task.started_at or now
-    task.usage = status.usage or task.usage
+    fields = ["status", "exit_code", "reason", "finished_at", "started_at"]  # no deferred field: none is read back
+    if status.usage:
+        task.usage = status.usage
+        fields.append("usage")
+    if task.started_at is None:  # a task that ended before its start was recorded (the agent skips that notice)
+        wall = (status.usage or {}).get("wall_seconds")
+        task.started_at = now - timedelta(seconds=float(wall)) if wall else now
     if new == TaskStatus.SUCCEEDED:
         task.output_digest = digest_dir(task.output_dir)
-    task.save()
+        fields.append("output_digest")
+    task.save(update_fields=fields)
     if task.api_token_id:
-        ended.append(task.api_token_id)  # revoked after the dispatch, off the next task's path
+        ended.append(task.api_token_id)  # revoked in the same transaction
     retries = int(node.get("retries", 0))
     if new == TaskStatus.FAILED and task.attempt <= retries and task.run.status != RunStatus.CANCELLING:
         backoff = float(node.get("retry_backoff", 10)) * (2 ** (task.attempt - 1))
@@ -157,29 +165,33 @@ def _sync_active(
     tasks: dict[str, TaskRun],
     now,
     ended: list[int],
-    only: int | None,
-    reported: dict | None,
+    only: set[int] | None,
+    reports: dict[int, dict | None] | None,
 ) -> set[str]:
-    """Apply the runtime's view of the run's active tasks (one poll for all of them)."""
+    """Apply the runtime's view of the run's active tasks (those in `only`, or all): the records the events
+    carried (`reports`, by TaskRun id; None: not carried), and one poll for the others."""
     changed: set[str] = set()
-    active = [t for t in tasks.values() if t.status in TASK_ACTIVE and (only is None or t.pk == only)]
+    reports = reports or {}
+    active = [t for t in tasks.values() if t.status in TASK_ACTIVE and (only is None or t.pk in only)]
+    statuses: dict[int, Status] = {}
     by_runtime: dict[str, list[TaskRun]] = defaultdict(list)
     for task in active:
         task.run = run
-        by_runtime[task.runtime].append(task)
-    for runtime_name, group in by_runtime.items():
-        if reported is not None and only is not None:  # the event carried the runtime's record of `only`
-            statuses = {t.handle: Status(**{**reported, "phase": Phase(reported["phase"])}) for t in group}
+        report = reports.get(task.pk)
+        if report is not None:
+            statuses[task.pk] = Status(**{**report, "phase": Phase(report["phase"])})
         else:
-            statuses = get_runtime(runtime_name).poll_many([t.handle for t in group])
-        for task in group:
-            before = task.status
-            tasks[task.node] = task
-            retry = _apply_phase(task, statuses[task.handle], plan.nodes[task.node], now, ended)
-            if retry is not None:
-                tasks[task.node] = retry
-            if task.status != before:
-                changed.add(task.node)
+            by_runtime[task.runtime].append(task)
+    for runtime_name, group in by_runtime.items():
+        polled = get_runtime(runtime_name).poll_many([t.handle for t in group])
+        statuses.update({t.pk: polled[t.handle] for t in group})
+    for task in active:
+        before = task.status
+        retry = _apply_phase(task, statuses[task.pk], plan.nodes[task.node], now, ended)
+        if retry is not None:
+            tasks[task.node] = retry
+        if task.status != before:
+            changed.add(task.node)
     return changed
 
 
@@ -191,21 +203,43 @@ def advance_run(run_id: int, task_id: int | None = None, reported: dict | None =
     attempt of the run is polled. `reported`: the runtime's record of that attempt (a `Status` as a dict)
     when the event carried it, so not even that poll is needed.
     """
+    only = {task_id} if task_id is not None else None
+    reports = {task_id: reported} if task_id is not None and reported is not None else None
+    run = _advance(run_id, only, reports, wait=True)
+    assert run is not BUSY  # only a caller that does not wait is told the run is busy
+    return run
+
+
+def advance_reported(run_id: int, reports: dict[int, dict | None]) -> bool:
+    """Apply the runtime's records of ended attempts of one run (`Status`es as dicts or None, by TaskRun id; several
+    at once when they end together, as a fan-out's leaves do) and dispatch what became ready, without waiting
+    for anyone: False when another process is advancing the run, and the caller hands the reports to a worker
+    instead. The local agent advances runs this way, on its notifier thread, which must never stall."""
+    return _advance(run_id, set(reports), reports, wait=False) is not BUSY
+
+
+BUSY = object()  # what `_advance` returns to a caller that does not wait when the run is locked
+
+
+def _advance(run_id: int, only: set[int] | None, reports: dict[int, dict | None] | None, *, wait: bool):
+    """The advance and the dispatch it enables, in one transaction: one commit (a WAL flush) per event."""
     ended: list[int] = []  # tokens of attempts that ended
     with transaction.atomic():
         run = (
-            PipelineRun.objects.select_for_update(of=("self",))
-            .select_related("project")
+            PipelineRun.objects.select_for_update(of=("self",), skip_locked=not wait)
+            .select_related(*RUN_RELATED)  # the dispatch in this transaction needs them
             .defer("spec")  # the plan cache has it
             .filter(pk=run_id)
             .first()
         )
-        if run is None or run.is_finished:
+        if run is None:  # gone, or (not waiting) locked by another advance
+            return BUSY if not wait and PipelineRun.objects.filter(pk=run_id).exists() else None
+        if run.is_finished:
             return run
         plan = plan_of(run)
         now = timezone.now()
         tasks = node_states(run.pk)
-        changed = _sync_active(run, plan, tasks, now, ended, task_id, reported)
+        changed = _sync_active(run, plan, tasks, now, ended, only, reports)
 
         if run.status == RunStatus.CANCELLING:
             changed |= _cancel_tasks(run, plan, tasks, now, "cancelled")
@@ -217,14 +251,39 @@ def advance_run(run_id: int, task_id: int | None = None, reported: dict | None =
 
         run_before = (run.status, run.reason)
         _finish_if_done(run, plan, tasks, now)
-    for node, task in dispatch().get(run.pk, {}).items():
+        # In this transaction when the queue is free: the tasks just created are visible to it, and the upstream
+        # outputs it passes on are the ones loaded here. The queue's lock is only tried (never waited for while
+        # holding the run's), so two advances cannot wait for each other.
+        outputs = {(run.pk, name): task.output_dir for name, task in tasks.items() if task.status in TASK_FINISHED}
+        try:  # dispatch() is a savepoint here: when it fails, what the advance recorded is kept
+            dispatched = dispatch(wait=False, known_runs={run.pk: run}, known_outputs=outputs)
+        except Exception:
+            log.exception("dispatching after advancing run %s failed; trying again on its own", run.pk)
+            dispatched = None
+        # With the end recorded (atomic with it); reconcile sweeps up after a crash all the same.
+        revoke_task_tokens(ended)
+    if dispatched is None:  # another dispatch pass holds the queue and may have missed the tasks created here
+        if wait:
+            dispatched = dispatch()
+        else:
+            from apps.jobs import tasks as celery_tasks
+
+            dispatched = {}
+            transaction.on_commit(celery_tasks.dispatch_waiting.delay)  # the caller's, when it has one
+    for node, task in dispatched.get(run.pk, {}).items():
         tasks[node] = task
         changed.add(node)
     if changed or (run.status, run.reason) != run_before:
-        publish_status(run, tasks, changed)
-    # After the dispatch, so the next task's start does not wait for it; `reconcile` sweeps up after a crash.
-    revoke_task_tokens(ended)
+        transaction.on_commit(lambda: publish_status(run, tasks, changed))
     return run
+
+
+def dispatch_waiting() -> None:
+    """A dispatch pass of its own, for an advance that found the queue busy and must not wait for it; the run
+    pages hear of the tasks it queued."""
+    for run_id, nodes in dispatch().items():
+        payload = {"type": "run.status", "run": run_id, "nodes": {n: node_status(t) for n, t in nodes.items()}}
+        publish_payload(run_id, payload)
 
 
 def _cancel_tasks(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now, reason: str) -> set[str]:

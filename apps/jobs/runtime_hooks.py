@@ -7,14 +7,16 @@ import logging
 import queue
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import datetime
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from apps.jobs.models import LogLine, ResourceSample, TaskRun, TaskStatus
+from apps.runtime.models import progress_marker
 from apps.runtime.workload import Phase, Status, Workload
 
 logger = logging.getLogger(__name__)
@@ -41,10 +43,16 @@ class TaskSink:
         self.writer = LogWriter(task, secrets or ())  # their values are masked in every stored line
         self.samples: list[ResourceSample] = []
         self._chunks: queue.Queue[tuple[str, str, list[str], datetime] | None] = queue.Queue(self.QUEUED_CHUNKS)
-        self._storer = threading.Thread(target=self._store, name=f"logs-{task.pk}", daemon=True)
-        self._storer.start()
+        # Started with the first line: a task that prints nothing (many a pipeline step) costs no thread.
+        self._storer: threading.Thread | None = None
+        self._starting = threading.Lock()
 
     def write_many(self, replica: str, stream: str, texts: list[str]) -> None:
+        if self._storer is None:
+            with self._starting:
+                if self._storer is None:
+                    self._storer = threading.Thread(target=self._store, name=f"logs-{self.task.pk}", daemon=True)
+                    self._storer.start()
         self._chunks.put((replica, stream, texts, timezone.now()))  # stamped when read, not when stored
 
     def _store(self) -> None:
@@ -87,8 +95,13 @@ class TaskSink:
 
     def close(self) -> None:
         """Store everything the task printed (the run sees its last lines before it sees it end)."""
-        self._chunks.put(None)
-        self._storer.join()
+        with self._starting:
+            storer = self._storer
+        if storer is not None:
+            self._chunks.put(None)
+            storer.join()
+        else:
+            self.writer.close()  # nothing was written: nothing to store
         self._flush_samples()
 
     def _flush_samples(self) -> None:
@@ -114,18 +127,43 @@ class TaskListener:
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
         from apps.jobs.tasks import advance_run
 
-        run_id = int(workload.labels["run"])
         if phase == Phase.RUNNING:
             # Starting changes nothing the orchestrator decides on: record it here and tell the run page,
             # instead of a full advance that would hold the run's lock while the next event arrives.
-            task_id = int(workload.labels["task_run"])
-            started = TaskRun.objects.filter(pk=task_id, status=TaskStatus.QUEUED)
-            if started.update(status=TaskStatus.RUNNING, started_at=timezone.now()):
-                _publish_started(run_id, task_id, workload.labels)
+            _record_starts([workload])
             return
         # The runtime's record travels with the event, so the advance need not poll it again.
         reported = asdict(status) if status is not None else None
-        advance_run.delay(run_id, int(workload.labels["task_run"]), reported)
+        advance_run.delay(int(workload.labels["run"]), int(workload.labels["task_run"]), reported)
+
+    def changed_many(self, notices: list[tuple[Workload, Phase, Status | None]]) -> None:
+        """Notices that queued up together, in order (the local agent hands them over in one go, inside the
+        transaction that records their ends: apps/runtime/local/notifier.py; an optional extension of the
+        Listener protocol). Here, not in a Celery worker: the ends of each run are applied and what became ready
+        is dispatched by one advance in this process, which saves a broker round trip per task and, when a
+        fan-out's leaves end together, an advance (and a commit) per leaf. A start whose end is among the notices
+        is not recorded on its own: the end says when it started."""
+        from apps.jobs.orchestrator import advance_reported
+        from apps.jobs.tasks import advance_run
+
+        ended = {w.uid for w, phase, _status in notices if phase != Phase.RUNNING}
+        starts = [w for w, phase, _status in notices if phase == Phase.RUNNING and w.uid not in ended]
+        if starts:
+            _record_starts(starts)
+        reports: dict[int, dict[int, dict | None]] = defaultdict(dict)
+        for workload, phase, status in notices:
+            if phase != Phase.RUNNING:
+                run_id, task_id = int(workload.labels["run"]), int(workload.labels["task_run"])
+                reports[run_id][task_id] = asdict(status) if status is not None else None
+        for run_id, by_task in reports.items():
+            try:
+                done = advance_reported(run_id, by_task)
+            except Exception:  # a worker tries again (and the reconcile loop after it)
+                logger.exception("advancing run %s failed; handing it to a worker", run_id)
+                done = False
+            if not done:  # another process holds the run: a worker applies the reports once it is free
+                for task_id, reported in by_task.items():  # after the commit that records the ends
+                    transaction.on_commit(functools.partial(advance_run.delay, run_id, task_id, reported))
 
     def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
         task_id = int(workload_uid.rsplit("-", 1)[-1])
@@ -156,14 +194,37 @@ def _inject_secrets(workload: Workload) -> tuple[list[str], list[str]]:
     return list(values.values()), missing
 
 
-def _publish_started(run_id: int, task_id: int, labels: dict[str, str]) -> None:
-    """One node's change for the run page (progress and run status are unchanged by a start)."""
+def _record_starts(workloads: list[Workload]) -> None:
+    """Mark the tasks of `workloads` running (those still queued: a late notice never undoes an end) and tell
+    their run pages. A progress marker: its commit need not wait for the disk (see `progress_marker`)."""
+    ids = [int(w.labels["task_run"]) for w in workloads]
+    now = timezone.now()
+    with progress_marker():
+        queued = TaskRun.objects.filter(pk__in=ids, status=TaskStatus.QUEUED)
+        if len(ids) == 1:
+            started = ids if queued.update(status=TaskStatus.RUNNING, started_at=now) else []
+        else:
+            started = list(queued.select_for_update().values_list("pk", flat=True))
+            TaskRun.objects.filter(pk__in=started).update(status=TaskStatus.RUNNING, started_at=now)
+    by_run: dict[int, list[Workload]] = defaultdict(list)
+    for workload in workloads:
+        if int(workload.labels["task_run"]) in started:
+            by_run[int(workload.labels["run"])].append(workload)
+    for run_id, group in by_run.items():
+        transaction.on_commit(functools.partial(_publish_started, run_id, group))  # the caller's, when it has one
+
+
+def _publish_started(run_id: int, workloads: list[Workload]) -> None:
+    """The nodes that started, for the run page (progress and run status are unchanged by a start)."""
     from apps.jobs.orchestrator import publish_payload
     from apps.jobs.runstate import node_status
 
-    if "node" in labels:
-        node, attempt = labels["node"], int(labels.get("attempt", 1))
-    else:  # submitted by an older portal: look it up
-        node, attempt = TaskRun.objects.values_list("node", "attempt").get(pk=task_id)
-    state = node_status(TaskRun(node=node, attempt=attempt, status=TaskStatus.RUNNING))
-    publish_payload(run_id, {"type": "run.status", "run": run_id, "nodes": {node: state}})
+    nodes = {}
+    for workload in workloads:
+        labels = workload.labels
+        if "node" in labels:
+            node, attempt = labels["node"], int(labels.get("attempt", 1))
+        else:  # submitted by an older portal: look it up
+            node, attempt = TaskRun.objects.values_list("node", "attempt").get(pk=int(labels["task_run"]))
+        nodes[node] = node_status(TaskRun(node=node, attempt=attempt, status=TaskStatus.RUNNING))
+    publish_payload(run_id, {"type": "run.status", "run": run_id, "nodes": nodes})

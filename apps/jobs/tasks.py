@@ -13,6 +13,11 @@ def advance_run(run_id: int, task_id: int | None = None, reported: dict | None =
 
 
 @shared_task(ignore_result=True)
+def dispatch_waiting() -> None:
+    orchestrator.dispatch_waiting()
+
+
+@shared_task(ignore_result=True)
 def reconcile() -> None:
     orchestrator.reconcile()
 

@@ -3,18 +3,16 @@ output, samples their CPU and memory, enforces timeouts and cancellation, and re
 
 One thread per workload supervises its replicas; two reader threads per replica stream stdout and
 stderr. The main loop wakes on a UDP datagram from `LocalRuntime.submit/cancel` (or once a second)
-and heartbeats, so the portal can tell a dead agent from a busy one.
+and heartbeats, so the portal can tell a dead agent from a busy one. What this process submits itself
+(the jobs listener advances runs on the notifier thread, apps/runtime/local/notifier.py) it takes at once.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import queue
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,14 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO
 
-import psutil
-from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from apps.runtime import hooks
+from apps.runtime.base import send_wakeups
 from apps.runtime.local.launch import ReplicaSpec, plan
-from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
+from apps.runtime.local.notifier import End, Notice, Notifier, replace_broken_connection
+from apps.runtime.local.processes import ExitWaiter, detect_capacity, kill_tree, tree_usage
+from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff, progress_marker
 from apps.runtime.workload import Phase, Status, Workload
 
 log = logging.getLogger("portal.agent")
@@ -44,106 +43,11 @@ READ_BYTES = 1 << 16  # a full pipe: smaller reads cost throughput (16 KiB: -10 
 MAX_PIECE_BYTES = 1 << 16
 
 
-def detect_capacity() -> dict:
-    """Cores, memory and GPUs of this machine (GPUs through nvidia-smi when it is installed)."""
-    gpus: list[dict] = []
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout
-            for line in out.strip().splitlines():
-                index, name, memory = (part.strip() for part in line.split(","))
-                gpus.append({"index": int(index), "name": name, "memory_bytes": int(float(memory)) * 2**20})
-        except (subprocess.SubprocessError, ValueError, OSError) as exc:
-            log.warning("nvidia-smi failed, assuming no GPUs: %s", exc)
-    cpu = max((os.cpu_count() or 1) - settings.PORTAL_AGENT_RESERVED_CPU, 0.5)
-    return {"cpu": cpu, "memory_bytes": psutil.virtual_memory().total, "gpu": len(gpus), "gpus": gpus}
-
-
-def kill_tree(pid: int, sig: int) -> None:
-    """Signal a replica's whole process group, and any descendant that left it."""
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        children = []
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-    for child in children:
-        with contextlib.suppress(psutil.Error):
-            child.send_signal(sig)
-
-
-def tree_usage(pid: int) -> tuple[float, int]:
-    """(CPU %, RSS bytes) of a process and its descendants."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0.0, 0
-    cpu, rss = 0.0, 0
-    for proc in procs:
-        try:
-            with proc.oneshot():
-                cpu += proc.cpu_percent(None)
-                rss += proc.memory_info().rss
-        except psutil.Error:
-            continue
-    return cpu, rss
-
-
 @dataclass
 class Supervised:
     row_id: int
     workload: Workload
     cancel: threading.Event = field(default_factory=threading.Event)
-
-
-class ExitWaiter:
-    """Wakes the moment one of a workload's processes exits, through their pidfds (Linux ≥ 5.3).
-
-    `Popen.wait(timeout)` polls with sleeps that double from 0.5 ms, so a process that lives 2 ms is noticed
-    up to 2 ms late; a chain of short tasks paid that at every node. Opened right after the spawn, before
-    anything reaps the process, so a pidfd can never name a reused pid.
-    """
-
-    def __init__(self, procs: list[subprocess.Popen]) -> None:
-        self.procs = procs
-        self.poller: select.poll | None = None
-        self.fds: list[int] = []
-        self.reaped: set[int] = set()
-        try:
-            self.fds = [os.pidfd_open(proc.pid) for proc in procs]
-        except (AttributeError, OSError):  # not Linux, or an old kernel: Popen.wait below
-            self.close()
-            return
-        self.poller = select.poll()
-        for fd in self.fds:
-            self.poller.register(fd, select.POLLIN)
-
-    def wait(self, timeout: float) -> None:
-        """Return when a running process exits or after `timeout` seconds."""
-        if self.poller is not None:
-            for proc, fd in zip(self.procs, self.fds, strict=True):
-                if proc.returncode is not None and fd not in self.reaped:  # its pidfd stays readable: drop it
-                    self.poller.unregister(fd)
-                    self.reaped.add(fd)
-            if len(self.reaped) < len(self.fds):
-                self.poller.poll(timeout * 1000)
-            return
-        running = next((p for p in self.procs if p.poll() is None), None)
-        if running is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                running.wait(timeout=timeout)
-
-    def close(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
-        self.fds = []
 
 
 class Supervisor:
@@ -156,7 +60,7 @@ class Supervisor:
         self.lock = threading.Lock()
 
     def run(self) -> None:
-        _replace_broken_connection()
+        replace_broken_connection()
         try:
             self._run()
         except Exception:  # a crash here must still end the workload, never leave it running
@@ -182,9 +86,10 @@ class Supervisor:
             self._finish(LocalWorkload.State.FAILED, None, f"could not start: {exc}")
             return
         started = timezone.now()
-        LocalWorkload.objects.filter(pk=self.item.row_id).update(
-            state=LocalWorkload.State.RUNNING, started_at=started, pids={s.name: p.pid for s, p in procs}
-        )
+        with progress_marker():  # the end's (durable) commit follows; only the pids matter before it
+            LocalWorkload.objects.filter(pk=self.item.row_id).update(
+                state=LocalWorkload.State.RUNNING, started_at=started, pids={s.name: p.pid for s, p in procs}
+            )
         self._changed(Phase.RUNNING)
         readers = [
             threading.Thread(target=self._pump, args=(spec.name, stream_name, stream), daemon=True)
@@ -314,14 +219,15 @@ class Supervisor:
         stream.close()
 
     def _finish(self, state: str, exit_code: int | None, reason: str, usage: dict | None = None) -> None:
-        reason = reason[:2000]
-        LocalWorkload.objects.filter(pk=self.item.row_id).update(
-            state=state, exit_code=exit_code, reason=reason, finished_at=timezone.now(), usage=usage or {}
-        )
-        self._changed(Phase(state), Status(Phase(state), exit_code=exit_code, reason=reason, usage=usage or {}))
+        """Hand the end to the notifier, which records it in the same transaction as what its listener makes of
+        it (one commit per task's end, not two in a row)."""
+        reason, usage = reason[:2000], usage or {}
+        end = End(self.item.row_id, state, exit_code, reason, usage, finished_at=timezone.now())
+        status = Status(Phase(state), exit_code=exit_code, reason=reason, usage=usage)
+        self.agent.notify(Notice(self.item.workload, Phase(state), status, end))
 
-    def _changed(self, phase: Phase, status: Status | None = None) -> None:
-        self.agent.notify(self.item.workload, phase, status)
+    def _changed(self, phase: Phase) -> None:
+        self.agent.notify(Notice(self.item.workload, phase))
 
 
 class LocalAgent:
@@ -333,10 +239,9 @@ class LocalAgent:
         self.pool = ThreadPoolExecutor(max_workers=max_workloads, thread_name_prefix="supervise")
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        # Listeners hear of changes on one thread, in order: a start notice can never overtake the exit.
-        self.notices: queue.SimpleQueue[tuple[Workload, Phase, Status | None] | None] = queue.SimpleQueue()
-        self.notifier = threading.Thread(target=self._deliver_notices, name="notify", daemon=True)
-        self.notifier.start()
+        self.full = False  # the last claim took as many as there was room for: more may be pending
+        # Ends are recorded and listeners hear of changes on one thread, in order (apps/runtime/local/notifier.py).
+        self.notifier = Notifier()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.capacity = detect_capacity()
@@ -347,28 +252,35 @@ class LocalAgent:
             capacity=self.capacity,
         )
 
-    def notify(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
-        self.notices.put((workload, phase, status))
-
-    def _deliver_notices(self) -> None:
-        while (notice := self.notices.get()) is not None:
-            workload, phase, status = notice
-            listener = hooks.listener_for(workload)
-            if listener is None:
-                continue
-            _replace_broken_connection()
-            try:
-                listener.changed(workload, phase, status)
-            except Exception:
-                log.exception("notifying about %s failed", workload.uid)
+    def notify(self, notice: Notice) -> None:
+        self.notifier.put(notice)
 
     def forget(self, item: Supervised) -> None:
         with self.lock:
             self.running.pop(item.row_id, None)
+            full, self.full = self.full, False
+        if full:  # the last claim left work behind for want of room: look again now, not at the next tick
+            send_wakeups([self.agent.address])
+
+    def room(self) -> int:
+        """How many more workloads it takes now (none once it is stopping)."""
+        if self.stopping.is_set():
+            return 0
+        with self.lock:
+            return self.max_workloads - len(self.running)
 
     def run_forever(self) -> None:
+        global _here
         log.info("agent %s listening on %s with %s", self.agent.pk, self.agent.address, self.capacity)
         self.adopt_orphans()
+        _here = self
+        try:
+            self._loop()
+        finally:
+            _here = None
+            self.shutdown()
+
+    def _loop(self) -> None:
         last_beat = 0.0
         while not self.stopping.is_set():
             readable, _w, _x = select.select([self.sock], [], [], 1.0)
@@ -389,7 +301,6 @@ class LocalAgent:
                 log.exception("database error in the agent loop")
                 connection.close()
                 time.sleep(1)
-        self.shutdown()
 
     def adopt_orphans(self) -> None:
         """Workloads of dead agents on this host: their processes are killed and they are marked lost."""
@@ -403,13 +314,34 @@ class LocalAgent:
             mark_lost(row)
 
     def claim(self) -> None:
-        with self.lock:
-            room = self.max_workloads - len(self.running)
+        room = self.room()
         if room <= 0:
+            with self.lock:
+                self.full = True
             return
-        for row_id, spec in claim_pending(self.agent.pk, room):
+        claimed = claim_pending(self.agent.pk, room)
+        if len(claimed) == room:
+            with self.lock:
+                self.full = True
+        self._supervise(claimed)
+
+    def take(self, uids: list[str]) -> None:
+        """Run workloads that `LocalRuntime.submit_many`, in this process, wrote as claimed by this agent (after
+        their commit): no wake-up datagram, and no claiming statement with a commit of its own, per task. Once it
+        is stopping it lets them go instead, for any agent to claim."""
+        if self.stopping.is_set():
+            LocalWorkload.objects.filter(uid__in=uids, agent=self.agent, state=LocalWorkload.State.PENDING).update(
+                agent=None
+            )
+            return
+        self._supervise(taken_rows(self.agent.pk, uids))
+
+    def _supervise(self, rows: list[tuple[int, dict]]) -> None:
+        for row_id, spec in rows:
             item = Supervised(row_id, Workload.from_dict(spec))
             with self.lock:
+                if row_id in self.running:
+                    continue
                 self.running[row_id] = item
             self.pool.submit(Supervisor(self, item).run)
 
@@ -436,11 +368,25 @@ class LocalAgent:
                 if not self.running:
                     break
             time.sleep(0.1)
-        self.notices.put(None)  # deliver what the stopped workloads reported, then end
-        self.notifier.join(timeout=10)
+        self.notifier.stop(timeout=10)  # record and deliver what the stopped workloads reported
         Agent.objects.filter(pk=self.agent.pk).update(stopped_at=timezone.now())
         self.pool.shutdown(wait=False)
         self.sock.close()
+
+
+_here: LocalAgent | None = None  # the agent whose loop runs in this process (runagent; the demo's thread)
+
+
+def running_here() -> LocalAgent | None:
+    """The agent running in this process, if any: what this process submits, it can take at once."""
+    return _here
+
+
+def taken_rows(agent_id: int, uids: list[str]) -> list[tuple[int, dict]]:
+    """(id, spec) of the workloads among `uids` written as claimed by `agent_id` and not started yet (a uid
+    submitted before keeps its first row, which is not necessarily this agent's)."""
+    rows = LocalWorkload.objects.filter(agent_id=agent_id, state=LocalWorkload.State.PENDING, uid__in=uids)
+    return list(rows.order_by("id").values_list("id", "spec"))
 
 
 def claim_pending(agent_id: int, limit: int) -> list[tuple[int, dict]]:
@@ -458,15 +404,6 @@ def claim_pending(agent_id: int, limit: int) -> list[tuple[int, dict]]:
         rows = cursor.fetchall()
     claimed = [(row_id, json.loads(spec) if isinstance(spec, str | bytes) else spec) for row_id, spec in rows]
     return sorted(claimed)  # RETURNING gives no order
-
-
-def _replace_broken_connection() -> None:
-    """Drop this thread's connection if it failed or outlived its age (a cheap check, without the
-    round trip of a health check)."""
-    if connection.connection is not None and (
-        connection.errors_occurred or (connection.close_at is not None and time.monotonic() >= connection.close_at)
-    ):
-        connection.close()
 
 
 def mark_lost(row: LocalWorkload, reason: str = "agent lost") -> bool:

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.runtime import hooks
 from apps.runtime.base import Runtime, send_wakeups
-from apps.runtime.local.agent import mark_lost
+from apps.runtime.local.agent import mark_lost, running_here
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
 from apps.runtime.workload import Capacity, Phase, Status, Workload
 
@@ -44,10 +44,20 @@ class LocalRuntime(Runtime):
         return self.submit_many([workload])[0]
 
     def submit_many(self, workloads: list[Workload]) -> list[str]:
+        # Where an agent runs in this process (the orchestrator advances runs on the agent's notifier thread), it
+        # takes what it has room for straight away: written as claimed by it, started after the commit. The rest
+        # wait for any agent to claim them.
+        here = running_here()
+        taken = [w.uid for w in workloads[: here.room()]] if here is not None else []
+        agent_id = here.agent.pk if here is not None else None
+        rows = [LocalWorkload(uid=w.uid, spec=w.as_dict(), agent_id=agent_id if i < len(taken) else None)
+                for i, w in enumerate(workloads)]  # fmt: skip
         # A uid submitted before is the same workload (idempotent): the conflict is ignored.
-        rows = [LocalWorkload(uid=w.uid, spec=w.as_dict()) for w in workloads]
         LocalWorkload.objects.bulk_create(rows, ignore_conflicts=True)
-        transaction.on_commit(wake_agents)  # an agent woken before the commit would find nothing
+        if taken:
+            transaction.on_commit(lambda: here.take(taken))
+        if len(taken) < len(workloads):
+            transaction.on_commit(wake_agents)  # an agent woken before the commit would find nothing
         return [w.uid for w in workloads]
 
     def poll(self, handle: str) -> Status:
@@ -84,11 +94,12 @@ class LocalRuntime(Runtime):
         return listener.logs(handle, since) if listener else iter(())
 
     def ready(self) -> bool:
-        """A live agent exists (remembered for ADDRESS_TTL: agents heartbeat every 2 s and count as dead only
-        after PORTAL_AGENT_TIMEOUT, so a quarter of a second changes nothing)."""
+        """A live agent exists: one runs in this process, or one heartbeats (remembered for ADDRESS_TTL: agents
+        heartbeat every 2 s and count as dead only after PORTAL_AGENT_TIMEOUT, so a quarter of a second changes
+        nothing)."""
         global _ready_at
         now = time.monotonic()
-        if now - _ready_at < ADDRESS_TTL:
+        if now - _ready_at < ADDRESS_TTL or running_here() is not None:
             return True
         if live_agents().exists():
             _ready_at = now
