@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.jobs.views import logs, pipelines, runs, templates
+from apps.jobs.views import editor, logs, pipelines, runs, templates
 
 app_name = "jobs"
 
@@ -9,7 +9,10 @@ urlpatterns = [
     path("p/<slug:project>/templates/<int:pk>/", templates.template_detail, name="template-detail"),
     path("p/<slug:project>/pipelines/", pipelines.pipeline_list, name="pipeline-list"),
     path("p/<slug:project>/pipelines/new/", pipelines.pipeline_create, name="pipeline-create"),
+    path("p/<slug:project>/pipelines/new/editor/", editor.pipeline_editor_new, name="pipeline-editor-new"),
+    path("p/<slug:project>/pipelines/validate/", editor.pipeline_validate, name="pipeline-validate"),
     path("p/<slug:project>/pipelines/<int:pk>/", pipelines.pipeline_detail, name="pipeline-detail"),
+    path("p/<slug:project>/pipelines/<int:pk>/editor/", editor.pipeline_editor, name="pipeline-editor"),
     path("p/<slug:project>/pipelines/<int:pk>/run/", pipelines.pipeline_run, name="pipeline-run"),
     path("p/<slug:project>/pipelines/<int:pk>/export/", pipelines.pipeline_export, name="pipeline-export"),
     path("p/<slug:project>/pipelines/<int:pk>/manifests/", pipelines.pipeline_manifests, name="pipeline-manifests"),

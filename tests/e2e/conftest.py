@@ -1,0 +1,171 @@
+"""End-to-end tests in a real browser: Debian's Chromium driven by Playwright against the portal served by uvicorn
+(HTTP and websockets) on loopback.
+
+Needs /usr/bin/chromium (`apt-get install -y chromium`) and the `playwright` package (requirements-dev.txt);
+never `playwright install`, which downloads a browser of its own. Skipped, saying why, when either is missing.
+Every page the tests open is watched: console errors, uncaught exceptions, failed requests and any request to
+another host fail the test. Screenshots go to test-results/e2e/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from django.conf import settings
+from django.db import connections
+
+from tests.jobs.conftest import AgentProcess
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(settings.BASE_DIR) / "test-results" / "e2e"
+
+try:
+    from playwright.sync_api import Page, sync_playwright
+except ImportError:  # pragma: no cover - the skip below says what to install
+    sync_playwright = None
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    reason = None
+    if sync_playwright is None:
+        reason = "the playwright package is missing: pip install -r requirements-dev.txt"
+    elif not os.access(CHROMIUM, os.X_OK):
+        reason = f"no Chromium at {CHROMIUM}: apt-get install -y chromium"
+    for item in items:
+        if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.e2e)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def live_agent(live_asgi, tmp_path, settings) -> Iterator[AgentProcess]:
+    """The local agent (a process of its own) that runs the tasks, publishing to the live server's channel layer.
+
+    Without Redis the layer is a SQLite database under PORTAL_VAR_DIR, and a test's is `test-channels.sqlite3`:
+    the agent gets a folder of its own whose `channels.sqlite3` is that file, so that the node states and log
+    lines it reports reach the browser as they would in production (tests/jobs' `agent` fixture's would not).
+    """
+    settings.PORTAL_WORK_DIR = tmp_path / "work"
+    settings.SITE_URL = live_asgi.url  # where tasks reach the API (tracking, model registry)
+    # The dataset versions the tasks read, and the API the nodes it dispatches are told about.
+    env = {"MEDIA_ROOT": str(settings.MEDIA_ROOT), "SITE_URL": live_asgi.url}
+    if "channels" in connections.databases:
+        var = tmp_path / "agent-var"
+        var.mkdir()
+        (var / "channels.sqlite3").symlink_to(connections["channels"].settings_dict["NAME"])
+        env["PORTAL_VAR_DIR"] = str(var)
+    process = AgentProcess(tmp_path, env=env)
+    process.start()
+    yield process
+    process.stop()
+
+
+@dataclass
+class Watch:
+    """What went wrong in the browser while a test ran."""
+
+    origin: str
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    other_hosts: list[str] = field(default_factory=list)
+
+    def on_request(self, request) -> None:
+        parts = urlsplit(request.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and f"{parts.hostname}:{parts.port}" != self.origin:
+            self.other_hosts.append(request.url)
+
+    def problems(self) -> dict[str, list[str]]:
+        found = {
+            "console errors": self.console_errors,
+            "uncaught exceptions": self.page_errors,
+            "failed requests": self.failed_requests,
+            "requests to other hosts": self.other_hosts,
+        }
+        return {kind: items for kind, items in found.items() if items}
+
+
+@dataclass
+class Browsing:
+    """A browser page on the live server, with its watch and a screenshot helper."""
+
+    page: Page
+    base_url: str
+    watch: Watch
+    name: str
+
+    def goto(self, path: str) -> None:
+        self.page.goto(self.base_url + path)
+
+    def screenshot(self, step: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{self.name}-{step}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def assert_clean(self) -> None:
+        assert not self.watch.problems(), self.watch.problems()
+
+    def log_in(self, username: str, password: str) -> None:
+        self.goto("/accounts/login/")
+        self.page.fill("input[name=username]", username)
+        self.page.fill("input[name=password]", password)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_load_state()
+        assert "/accounts/login/" not in self.page.url, "the login failed"
+
+
+@pytest.fixture
+def browsing(request, live_asgi, monkeypatch) -> Iterator[Browsing]:
+    """A fresh Chromium on the live server, for one test. The test fails if a page logged an error, threw, or a
+    request failed or left the server."""
+    # Playwright's sync API runs an event loop on this thread for as long as it is started, and Django refuses
+    # ORM calls from a thread with a running loop unless told they are safe (the test's own queries between
+    # browser steps are). So the browser lives for one test only: the loop must not outlive it.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    watch = Watch(origin=f"{live_asgi.host}:{live_asgi.port}")
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)
+    failed = True
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1500, "height": 950})
+        context.set_default_timeout(15_000)
+        page = context.new_page()
+        page.on("console", lambda message: message.type == "error" and watch.console_errors.append(message.text))
+        page.on("pageerror", lambda error: watch.page_errors.append(str(error)))
+        page.on("requestfailed", lambda r: watch.failed_requests.append(f"{r.method} {r.url}: {r.failure}"))
+        page.on("request", watch.on_request)
+        browsing = Browsing(page=page, base_url=live_asgi.url, watch=watch, name=name)
+        try:
+            yield browsing
+            failed = getattr(request.node, "rep_call", None) is None or request.node.rep_call.failed
+            if failed:
+                browsing.screenshot("failure")
+        finally:
+            context.close()
+            browser.close()
+    if not failed:
+        browsing.assert_clean()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
