@@ -11,7 +11,7 @@ PORT ?= 8000
 PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor messages clean help
+.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages clean help
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
@@ -78,6 +78,12 @@ mlflow-env: .venv-mlflow/.installed
 mlflow2-env: .venv-mlflow2/.installed
 .PHONY: mlflow-env mlflow2-env
 
+# MLServer for bench/serving.py's comparison of model servers (~530 MB; the portal never imports it).
+.venv-mlserver/.installed: requirements-mlserver.txt
+	$(client-venv)
+mlserver-env: .venv-mlserver/.installed
+.PHONY: mlserver-env
+
 # Without SECRET_KEY, settings read this key, generated once (DEBUG stays off).
 var/secret_key:
 	@mkdir -p var
@@ -90,7 +96,7 @@ migrate: install notebook-env var/secret_key
 demo: migrate
 	$(PY) manage.py demo
 
-run: demo
+run: demo vendor-if-needed
 	$(PY) manage.py collectstatic --noinput -v 0
 	@echo ""
 	@echo "  Portal: http://127.0.0.1:$(PORT)/   (API docs: http://127.0.0.1:$(PORT)/api/v1/docs/)"
@@ -122,7 +128,8 @@ security: dev-install var/secret_key
 # into static/vendor with their licences, so running the portal never needs Node.
 vendor:
 	npm ci --ignore-scripts --no-audit --no-fund
-	rm -rf static/vendor && mkdir -p static/vendor/bootstrap static/vendor/bootstrap-icons static/vendor/htmx static/vendor/echarts
+	rm -rf static/vendor && mkdir -p static/vendor/bootstrap static/vendor/bootstrap-icons static/vendor/htmx static/vendor/echarts \
+	   static/vendor/x6 static/vendor/dagre
 	cp node_modules/bootstrap/dist/css/bootstrap.min.css node_modules/bootstrap/dist/css/bootstrap.min.css.map \
 	   node_modules/bootstrap/dist/js/bootstrap.bundle.min.js node_modules/bootstrap/dist/js/bootstrap.bundle.min.js.map \
 	   node_modules/bootstrap/LICENSE static/vendor/bootstrap/
@@ -130,6 +137,19 @@ vendor:
 	   node_modules/bootstrap-icons/LICENSE static/vendor/bootstrap-icons/
 	cp node_modules/htmx.org/dist/htmx.min.js node_modules/htmx.org/LICENSE static/vendor/htmx/
 	cp node_modules/echarts/dist/echarts.min.js node_modules/echarts/LICENSE node_modules/echarts/NOTICE static/vendor/echarts/
+	# The pipeline editor (docs/pipeline-editor.md): AntV X6 draws and edits the graph, dagre lays it out.
+	cp node_modules/@antv/x6/dist/x6.min.js node_modules/@antv/x6/LICENSE static/vendor/x6/
+	cp node_modules/@dagrejs/dagre/dist/dagre.min.js node_modules/@dagrejs/dagre/dist/dagre.min.js.LEGAL.txt \
+	   node_modules/@dagrejs/dagre/LICENSE static/vendor/dagre/
+	sha256sum package-lock.json | cut -d' ' -f1 > static/vendor/.package-lock.sha256
+
+# `make run` refreshes static/vendor when package-lock.json changed since it was built (a checksum, not file
+# times, which a clone does not keep) and Node is installed; without Node the committed files are used as they are.
+vendor-if-needed:
+	@if [ "$$(sha256sum package-lock.json | cut -d' ' -f1)" != "$$(cat static/vendor/.package-lock.sha256 2>/dev/null)" ]; then \
+	  if command -v npm >/dev/null; then $(MAKE) vendor; \
+	  else echo "static/vendor is older than package-lock.json, and npm is not installed: using the committed files."; fi; \
+	fi
 
 messages:
 	$(PY) manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore 'node_modules/*'

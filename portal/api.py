@@ -8,8 +8,10 @@ from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
 from apps.jobs.api.urls import router as jobs_router
 from apps.models.api.urls import router as models_router
+from apps.notebooks.api.urls import router as notebooks_router
 from apps.projects.api.urls import router as projects_router
 from apps.runtime.api.urls import router as runtime_router
+from apps.serving.api.urls import router as serving_router
 
 APP_ROUTERS = [
     projects_router,
@@ -19,6 +21,8 @@ APP_ROUTERS = [
     accounts_router,
     runtime_router,
     audit_router,
+    notebooks_router,
+    serving_router,
 ]
 
 router = DefaultRouter()

@@ -1,4 +1,5 @@
-"""ASGI entry point: Django for HTTP (dataset upload chunks streamed), Channels consumers for websockets under /ws/."""
+"""ASGI entry point: Django for HTTP (dataset upload chunks streamed; /serving/… answered by the serving router
+before Django), Channels consumers for websockets under /ws/."""
 
 import os
 
@@ -13,12 +14,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from apps.datasets.asgi import ChunkUploadRoute  # noqa: E402
+from apps.serving.router.asgi import ServingRoute  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Upload chunks (PATCH) stream into their partial file instead of being spooled first.
-        "http": ChunkUploadRoute(django_asgi_app),
+        # Upload chunks (PATCH) stream into their partial file instead of being spooled first; inference requests
+        # (/serving/…) go to the serving router without Django's middleware (apps/serving/router).
+        "http": ServingRoute(ChunkUploadRoute(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "apps.models",
     "apps.audit",
     "apps.notebooks",
+    "apps.serving",
 ]
 
 MIDDLEWARE = [
@@ -261,6 +262,49 @@ for _name, _python in PORTAL_TASK_ENVS.items():
             f"PORTAL_TASK_ENV_{_name.upper()} must be the absolute path of a Python; got {_python!r}"
         )
 
+# --- Notebooks (apps/notebooks; docs/notebooks.md) ----------------------------------------------------------
+# The image of a notebook on a cluster (it must have JupyterLab); locally the "notebook" task environment runs it.
+PORTAL_NOTEBOOK_IMAGE = envstr("PORTAL_NOTEBOOK_IMAGE", "quay.io/jupyter/base-notebook:latest")
+# Minutes without kernel or terminal activity before a notebook is stopped (a notebook's own setting, then its
+# project's, then these; GPU notebooks hold scarcer hardware and default shorter), and the warning ahead of it.
+PORTAL_NOTEBOOK_IDLE_TIMEOUT = envint("PORTAL_NOTEBOOK_IDLE_TIMEOUT", 60)
+PORTAL_NOTEBOOK_GPU_IDLE_TIMEOUT = envint("PORTAL_NOTEBOOK_GPU_IDLE_TIMEOUT", 30)
+PORTAL_NOTEBOOK_IDLE_WARNING = envint("PORTAL_NOTEBOOK_IDLE_WARNING", 10)
+PORTAL_NOTEBOOK_CULL_INTERVAL = envint("PORTAL_NOTEBOOK_CULL_INTERVAL", 60)  # seconds between culler passes
+PORTAL_NOTEBOOK_START_TIMEOUT = envint("PORTAL_NOTEBOOK_START_TIMEOUT", 300)  # seconds to answer before it fails
+PORTAL_NOTEBOOK_TOKEN_DAYS = envint("PORTAL_NOTEBOOK_TOKEN_DAYS", 7)  # the injected API token's life (revoked at stop)
+# The code-server binary that VS Code notebooks run; empty: VS Code is refused (it is not installed here).
+PORTAL_CODE_SERVER = envstr("PORTAL_CODE_SERVER")
+
+# --- Serving router (/serving/<project>/<service>/…; apps/serving/router, docs/serving-router.md) -----------
+# Seconds a service's routing table (ready replicas, canary/shadow weights) and an auth decision are cached per
+# process: a change, a revoked token or a removed member takes effect within that.
+PORTAL_SERVING_ROUTER_TABLE_TTL = envint("PORTAL_SERVING_ROUTER_TABLE_TTL", 2)
+PORTAL_SERVING_ROUTER_AUTH_TTL = envint("PORTAL_SERVING_ROUTER_AUTH_TTL", 5)
+PORTAL_SERVING_ROUTER_TIMEOUT = envint("PORTAL_SERVING_ROUTER_TIMEOUT", 60)  # seconds for a replica to answer
+PORTAL_SERVING_ROUTER_CONNECT_TIMEOUT = envint("PORTAL_SERVING_ROUTER_CONNECT_TIMEOUT", 2)
+PORTAL_SERVING_ROUTER_RETRY_AFTER = envint("PORTAL_SERVING_ROUTER_RETRY_AFTER", 5)  # avoid a refusing replica
+PORTAL_SERVING_ROUTER_KEEPALIVE_S = envint("PORTAL_SERVING_ROUTER_KEEPALIVE_S", 4)  # < the replica's 5 s
+PORTAL_SERVING_ROUTER_MAX_BODY_MB = envint("PORTAL_SERVING_ROUTER_MAX_BODY_MB", 64)
+PORTAL_SERVING_ROUTER_SHADOW_MAX_INFLIGHT = envint("PORTAL_SERVING_ROUTER_SHADOW_MAX_INFLIGHT", 64)
+PORTAL_SERVING_ROUTER_FLUSH_S = envint("PORTAL_SERVING_ROUTER_FLUSH_S", 5)  # stats written this often
+PORTAL_SERVING_ROUTER_STATS_DAYS = envint("PORTAL_SERVING_ROUTER_STATS_DAYS", 14)  # per-minute traffic rows kept
+
+# --- Serving control plane (deploy, roll out, roll back, autoscale; apps/serving, docs/serving.md) ----------
+# Seconds a new revision's replicas have to answer /v2/health/ready before the rollout is rolled back.
+PORTAL_SERVING_READY_TIMEOUT = envint("PORTAL_SERVING_READY_TIMEOUT", 180)
+# Seconds between autoscaler passes, and how long measured load must want fewer replicas before they stop.
+PORTAL_SERVING_AUTOSCALE_INTERVAL = envint("PORTAL_SERVING_AUTOSCALE_INTERVAL", 5)
+PORTAL_SERVING_SCALE_DOWN_DELAY = envint("PORTAL_SERVING_SCALE_DOWN_DELAY", 60)
+PORTAL_SERVING_SCALE_WINDOW = envint("PORTAL_SERVING_SCALE_WINDOW", 30)  # seconds of concurrency averaged
+# Seconds a replica leaving the routing table keeps serving before it is stopped (> the router's table TTL).
+PORTAL_SERVING_DRAIN_SECONDS = envint("PORTAL_SERVING_DRAIN_SECONDS", PORTAL_SERVING_ROUTER_TABLE_TTL + 1)
+PORTAL_SERVING_RECONCILE_INTERVAL = envint("PORTAL_SERVING_RECONCILE_INTERVAL", 10)
+# Replicas of a serving revision that may die within 10 minutes before it stops replacing them (a crash loop).
+PORTAL_SERVING_MAX_RESTARTS = envint("PORTAL_SERVING_MAX_RESTARTS", 5)
+# On Kubernetes with KServe installed: "RawDeployment" (Deployment + HPA, no Knative) or "Serverless" (Knative).
+PORTAL_SERVING_KSERVE_MODE = envstr("PORTAL_SERVING_KSERVE_MODE", "RawDeployment")
+
 # --- Security: cookies, HSTS, request sizes, Content-Security-Policy, login lockout, rate limits ------------
 SESSION_COOKIE_NAME = envstr("SESSION_COOKIE_NAME", "portal_sessionid")
 SESSION_COOKIE_HTTPONLY = True
@@ -369,6 +413,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Choice sets that share a field name with another app's ("role" is also a member's role).
+    "ENUM_NAME_OVERRIDES": {
+        "MemberRoleEnum": ["viewer", "editor", "admin", "owner"],
+        "RevisionRoleEnum": "apps.serving.models.Role.choices",
+        "TrafficRoleEnum": "apps.serving.api.serializers.TRAFFIC_ROLES",
+    },
 }
 
 # --- I18N / static ------------------------------------------------------------------------------
@@ -426,7 +476,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}, "axes": {"level": "WARNING"}},  # axes: a line per start
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "axes": {"level": "WARNING"},  # axes: a line per start
+        "httpx": {"level": "WARNING"},  # the notebook proxy's client: a line per proxied request otherwise
+    },
 }
 
 CELERY_BEAT_SCHEDULE = {
@@ -434,4 +488,15 @@ CELERY_BEAT_SCHEDULE = {
     # Level-triggered repair: runs whose events were lost, dead agents, due retries.
     "reconcile-runs": {"task": "apps.jobs.tasks.reconcile", "schedule": 10.0},
     "tick-schedules": {"task": "apps.jobs.tasks.tick_schedules", "schedule": 15.0},
+    # Idle notebooks are stopped (with a warning first); notebooks whose events were lost are repaired.
+    "cull-notebooks": {"task": "apps.notebooks.tasks.cull_notebooks", "schedule": float(PORTAL_NOTEBOOK_CULL_INTERVAL)},
+    # Inference services: replica counts follow the measured load; lost events and dead replicas are repaired.
+    "autoscale-services": {
+        "task": "apps.serving.tasks.autoscale",
+        "schedule": float(PORTAL_SERVING_AUTOSCALE_INTERVAL),
+    },
+    "reconcile-services": {
+        "task": "apps.serving.tasks.reconcile",
+        "schedule": float(PORTAL_SERVING_RECONCILE_INTERVAL),
+    },
 }

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.accounts.api.views import ProfileView
+from apps.notebooks.proxy import notebook_proxy
 from portal.api import router
 from portal.health import healthz, readyz
 
@@ -21,9 +22,14 @@ urlpatterns = [
     path("", include("apps.models.urls")),
     path("", include("apps.runtime.urls")),
     path("", include("apps.audit.urls")),
+    path("", include("apps.notebooks.urls")),
+    path("", include("apps.serving.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),
+    # The notebook proxy: every method and path under a notebook server's base URL (apps/notebooks/proxy.py).
+    path("notebook/<int:pk>/", notebook_proxy, name="notebook-proxy"),
+    path("notebook/<int:pk>/<path:path>", notebook_proxy, name="notebook-proxy"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("", include("django_prometheus.urls")),

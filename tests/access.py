@@ -14,8 +14,10 @@ from apps.accounts.services import create_token, notify
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
+from apps.serving.models import InferenceService, Revision
 from tests import factories as dataset_factories
 from tests import factories as tracking_factories
 from tests.factories import ProjectFactory, UserFactory, add_member, pipeline, python_template
@@ -82,4 +84,18 @@ PROJECT_OBJECT_MAKERS.update(
         Cluster: lambda project, owner: bind(ClusterFactory(), project).cluster,
         ProjectCluster: lambda project, owner: bind(ClusterFactory(), project),
     }
+)
+# Notebooks are one person's: writes need the project role *and* to be the owner (admins may stop or delete).
+PROJECT_OBJECT_MAKERS[Notebook] = lambda project, owner: Notebook.objects.create(
+    project=project, owner=owner, name=f"nb-{Notebook.objects.count()}"
+)
+# Models whose writes also need the acting member to own the object: the role test makes it owned by that member,
+# so that the role alone decides (owner-only rules have their own tests, e.g. tests/notebooks/test_notebooks_api.py).
+OWNED_BY_ACTOR: set[type] = {Notebook}
+# Inference services (apps.serving): a bare service, and a revision with one replica of it.
+PROJECT_OBJECT_MAKERS[InferenceService] = lambda project, owner: InferenceService.objects.create(
+    project=project, name=f"svc-{InferenceService.objects.count()}", created_by=owner
+)
+PROJECT_OBJECT_MAKERS[Revision] = lambda project, owner: Revision.objects.create(
+    service=PROJECT_OBJECT_MAKERS[InferenceService](project, owner), number=1, status=Revision.Status.RETIRED
 )

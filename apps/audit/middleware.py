@@ -27,6 +27,9 @@ MLFLOW_READS = re.compile(r"(^|/)(search|get[-\w]*)/?$")
 EVENT_ROUTES = frozenset({"accounts:login", "accounts:logout", "admin:login", "admin:logout"})
 # Routes that change no data (a language cookie).
 READ_ROUTES = frozenset({"set_language"})
+# Relayed to another server: a JupyterLab autosave or kernel message is the notebook's business, not a change to
+# the portal's data (one entry per save would drown the log). Starting and stopping a notebook are recorded.
+PROXIED_ROUTES = frozenset({"notebook-proxy"})
 
 
 def is_mutating(request: HttpRequest) -> bool:
@@ -35,7 +38,7 @@ def is_mutating(request: HttpRequest) -> bool:
     match = getattr(request, "resolver_match", None)
     if match is None:
         return True
-    if match.view_name in EVENT_ROUTES or match.view_name in READ_ROUTES:
+    if match.view_name in EVENT_ROUTES or match.view_name in READ_ROUTES or match.view_name in PROXIED_ROUTES:
         return False
     return not (match.url_name == "mlflow" and MLFLOW_READS.search(match.kwargs.get("endpoint", "")))
 

@@ -53,10 +53,12 @@ def populate(project: Project, user: Any) -> Pipeline:
     """Idempotently: built-in templates, the iris dataset it reads, and the iris pipeline in the demo project."""
     from apps.datasets import demo as datasets_demo
     from apps.models import demo as models_demo
+    from apps.serving import demo as serving_demo
 
     load_builtin_templates()
     datasets_demo.populate(project, user)
     models_demo.populate(project, user)
+    serving_demo.populate(project, user)  # the iris service, following the alias the pipeline's last step sets
     existing = Pipeline.objects.filter(project=project, name="iris").first()
     if existing is not None:
         return existing
@@ -100,12 +102,16 @@ def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 60
 
     server = _serve_api_if_needed(out)
     agent = None
-    if not live_agents().exists():
-        from apps.runtime.local.agent import LocalAgent
+    # The agent that runs a task also dispatches the next ones and tells them its SITE_URL: an API served from this
+    # process is known only to an agent of this process, which takes every task this process dispatches.
+    if server is not None or not live_agents().exists():
+        from apps.runtime.local.agent import LocalAgent, running_here
 
         agent = LocalAgent()
         threading.Thread(target=agent.run_forever, name="demo-agent", daemon=True).start()
-        out.write("No agent was running: started one in this process.\n")
+        while running_here() is not agent:
+            time.sleep(0.01)
+        out.write("Started an agent in this process.\n")
     run = start_run(pipeline, user, trigger="demo")
     out.write(f"Started {run} (id {run.pk}).\n")
     seen: dict[str, str] = {}

@@ -2,9 +2,16 @@
 portal's proxy, stopped when idle."""
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class NotebooksConfig(AppConfig):
     name = "apps.notebooks"
     label = "notebooks"
-    verbose_name = "Notebooks"
+    verbose_name = _("Notebooks")
+
+    def ready(self) -> None:
+        from apps.notebooks.runtime_hooks import NotebookListener
+        from apps.runtime import hooks
+
+        hooks.register("notebook", NotebookListener())

@@ -61,7 +61,16 @@ class Notebook(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
     last_activity = models.DateTimeField(_("last activity"), null=True, blank=True)
     idle_warned_at = models.DateTimeField(null=True, blank=True)  # when the owner was told it will be stopped
+    # The newest kernel/terminal activity the server itself reported, on the server's clock: the culler compares
+    # it with the previous pass's to tell that something happened since, whatever that clock says (a pod's drifts).
+    seen_activity = models.DateTimeField(null=True, blank=True)
     log_tail = models.TextField(blank=True)  # the server's last lines, kept for the page (and the failure reason)
+    # Counts starts: each server is a new workload (`workload_uid`), so a late event of the previous one is told apart.
+    session = models.PositiveIntegerField(default=0)
+    # The short-lived project token injected as PORTAL_API_TOKEN / MLFLOW_TRACKING_TOKEN; revoked when it stops.
+    api_token = models.ForeignKey(
+        "accounts.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     objects = TenantQuerySet.as_manager()
 
@@ -78,6 +87,15 @@ class Notebook(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
+
+    @property
+    def workload_uid(self) -> str:
+        return f"notebook-{self.pk}-{self.session}"
+
+    @property
+    def open_path(self) -> str:
+        """Where the browser opens it (through the proxy)."""
+        return f"{self.base_path}lab" if self.ide == self.Ide.JUPYTERLAB else self.base_path
 
     @property
     def base_path(self) -> str:

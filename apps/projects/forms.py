@@ -31,10 +31,21 @@ class ProjectSettingsForm(StyledFormMixin, forms.Form):
         required=False,
         help_text=_("Kubernetes uses the clusters an administrator bound to this project, the default first."),
     )
+    notebook_idle_timeout = forms.IntegerField(
+        label=_("Notebook idle timeout (minutes)"),
+        required=False,
+        min_value=1,
+        max_value=7 * 24 * 60,
+        help_text=_(
+            "Notebooks without kernel or terminal activity for this long are stopped (files are kept). "
+            "Empty: the portal's default. A notebook may set its own."
+        ),
+    )
 
     @classmethod
     def for_project(cls, project: Project, data: Any = None) -> ProjectSettingsForm:
-        return cls(data, initial={"name": project.name, "description": project.description, "runtime": project.runtime})
+        initial = {"name": project.name, "description": project.description, "runtime": project.runtime}
+        return cls(data, initial={**initial, "notebook_idle_timeout": project.notebook_idle_timeout})
 
 
 def role_choices(include_owner: bool) -> list[tuple[str, str]]:

@@ -58,6 +58,9 @@ class Project(models.Model):
         blank=True,
         choices=[("", _("portal default")), ("local", _("this machine")), ("kubernetes", _("Kubernetes"))],
     )
+    # Minutes a notebook of the project may sit idle before it is stopped (a notebook may set its own);
+    # null = PORTAL_NOTEBOOK_IDLE_TIMEOUT (PORTAL_NOTEBOOK_GPU_IDLE_TIMEOUT for notebooks with GPUs).
+    notebook_idle_timeout = models.PositiveIntegerField(_("notebook idle timeout (minutes)"), null=True, blank=True)
 
     objects = TenantQuerySet.as_manager()
     tenant_path = "pk"

@@ -58,8 +58,28 @@ def create_project(user: Any, *, slug: str, name: str, description: str = "") ->
     return project
 
 
+UNCHANGED: Any = object()  # a keyword left out (None is a value for the nullable settings)
+MAX_IDLE_TIMEOUT = 7 * 24 * 60  # minutes: a week
+
+
+def validate_idle_timeout(value: Any, field: str) -> int | None:
+    """Minutes (1 to a week) or None; a field error otherwise (notebooks use it for their own timeout too)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_IDLE_TIMEOUT:
+        raise ValidationError(
+            {field: [_("Give a whole number of minutes from 1 to %(max)d.") % {"max": MAX_IDLE_TIMEOUT}]}
+        )
+    return value
+
+
 def update_project(
-    project: Project, *, name: str | None = None, description: str | None = None, runtime: str | None = None
+    project: Project,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    runtime: str | None = None,
+    notebook_idle_timeout: int | None = UNCHANGED,
 ) -> Project:
     if name is not None:
         validate_new_project(None, name, exclude_pk=project.pk)
@@ -70,7 +90,9 @@ def update_project(
         if runtime not in dict(Project._meta.get_field("runtime").choices):
             raise ValidationError({"runtime": [_("Choose the portal default, this machine or Kubernetes.")]})
         project.runtime = runtime
-    project.save(update_fields=["name", "description", "runtime"])
+    if notebook_idle_timeout is not UNCHANGED:
+        project.notebook_idle_timeout = validate_idle_timeout(notebook_idle_timeout, "notebook_idle_timeout")
+    project.save(update_fields=["name", "description", "runtime", "notebook_idle_timeout"])
     return project
 
 

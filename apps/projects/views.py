@@ -101,6 +101,7 @@ def project_settings(request: HttpRequest, project: Project) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         update = {"name": data["name"], "description": data["description"], "runtime": data["runtime"]}
+        update["notebook_idle_timeout"] = data["notebook_idle_timeout"]
         if run_service(form, services.update_project, project, **update):
             messages.success(request, _("Settings saved."))
             return redirect("projects:overview", project=project.slug)

@@ -1,9 +1,19 @@
 """Inference services: registered models served over the Open Inference Protocol v2 behind the portal's router."""
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ServingConfig(AppConfig):
     name = "apps.serving"
     label = "serving"
-    verbose_name = "Serving"
+    verbose_name = _("Serving")
+
+    def ready(self) -> None:
+        from apps.runtime import hooks
+        from apps.serving import signals
+        from apps.serving.replicas import LABEL
+        from apps.serving.runtime_hooks import ReplicaListener
+
+        hooks.register(LABEL, ReplicaListener())
+        signals.connect()

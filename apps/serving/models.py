@@ -129,9 +129,17 @@ class InferenceService(models.Model):
         return "psk_" + secrets.token_urlsafe(32)
 
 
+class Role(models.TextChoices):
+    CURRENT = "current", _("Current")
+    CANARY = "canary", _("Canary")
+    SHADOW = "shadow", _("Shadow")
+
+
 class Revision(models.Model):
     """Revision N of a service: an immutable record of what was deployed (the model version and the frozen config
     the replicas run with), by whom and when, and how its rollout went."""
+
+    Role = Role
 
     class Status(models.TextChoices):
         PENDING = "pending", _("Pending")
@@ -150,6 +158,14 @@ class Revision(models.Model):
     config = models.JSONField(default=dict)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.PENDING)
     reason = models.TextField(_("reason"), blank=True)
+    # What the revision is (or rolls out to become): the service's current revision, a canary or a shadow. The
+    # service's pointers move only once its replicas are ready; until then this says where it is going.
+    role = models.CharField(_("role"), max_length=10, choices=Role.choices, default=Role.CURRENT)
+    traffic_percent = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(100)])  # canary/shadow
+    # The autoscaler's decision: how many replicas should run now (within the service's min/max), and since when
+    # the measured load has wanted fewer (scale-down waits PORTAL_SERVING_SCALE_DOWN_DELAY seconds).
+    desired_replicas = models.PositiveIntegerField(default=0)
+    low_since = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -166,6 +182,10 @@ class Revision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.service.name} r{self.number}"
+
+    @property
+    def project(self):
+        return self.service.project
 
 
 class Replica(models.Model):
@@ -188,7 +208,9 @@ class Replica(models.Model):
     log_tail = models.TextField(blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     ready_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)  # STOPPING: drained, then cancelled
     stopped_at = models.DateTimeField(null=True, blank=True)
+    cpu_percent = models.FloatField(null=True, blank=True)  # the agent's latest sample of its process tree
 
     tenant_path = "revision__service__project"
     objects = TenantQuerySet.as_manager()
@@ -199,3 +221,49 @@ class Replica(models.Model):
 
     def __str__(self) -> str:
         return f"{self.revision} #{self.index}"
+
+    @property
+    def project(self):
+        return self.revision.service.project
+
+
+class RevisionTraffic(models.Model):
+    """What one web process's router sent to a revision in one minute: requests, errors (5xx or the replica
+    unreachable), client errors (4xx), mirrored copies among them, and the latency histogram (counts per
+    bucket of apps.serving.stats.BOUNDS_MS, the last one open-ended). The process rewrites its row while the
+    minute lasts; rows of several processes add up (apps.serving.stats.series)."""
+
+    revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="traffic")
+    minute = models.DateTimeField()  # the start of the minute
+    source = models.CharField(max_length=100)  # "host:pid" of the web process that counted
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    client_errors = models.PositiveIntegerField(default=0)
+    mirrored = models.PositiveIntegerField(default=0)
+    latency_sum_ms = models.FloatField(default=0)
+    latency_buckets = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["revision", "minute", "source"], name="serving_traffic_unique_minute")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.revision_id} @ {self.minute:%Y-%m-%d %H:%M} ({self.source})"
+
+
+class ConcurrencySample(models.Model):
+    """Requests in flight to a revision in one web process, integrated over the few seconds before `at`
+    (request-seconds); summed over a window and divided by it, that is the average concurrency the
+    autoscaler reads (apps.serving.stats.concurrency). Kept for minutes only."""
+
+    revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=100)
+    at = models.DateTimeField()
+    busy_seconds = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["revision", "at"], name="serving_sample_rev_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.revision_id} @ {self.at:%H:%M:%S}: {self.busy_seconds:.3f}"

@@ -17,7 +17,7 @@ from apps.projects.api.base import ProjectScopedGenericViewSet
 from apps.projects.models import Project, Role
 from apps.projects.permissions import ROLE_PERMISSIONS
 from portal.api import router
-from tests.access import PROJECT_OBJECT_MAKERS, USER_OBJECT_MAKERS, lookup_value
+from tests.access import OWNED_BY_ACTOR, PROJECT_OBJECT_MAKERS, USER_OBJECT_MAKERS, lookup_value
 from tests.conftest import user_client
 from tests.factories import UserFactory, add_member
 
@@ -131,7 +131,8 @@ def test_each_role_gets_exactly_its_permissions(world, case, role):
     """A role without the action's permission gets 403; a role with it gets past the check."""
     user = UserFactory(username=f"member-{role.name.lower()}")
     add_member(world.project_a, user, role)
-    obj = PROJECT_OBJECT_MAKERS[case.model](world.project_a, world.alice)
+    owner = user if case.model in OWNED_BY_ACTOR else world.alice
+    obj = PROJECT_OBJECT_MAKERS[case.model](world.project_a, owner)
     data = {"project": world.project_a.slug, "user": "charlie", "role": "viewer", "name": "Renamed"}
     response = call(user_client(user), case, obj, data=data)
     if case.required_perm() in ROLE_PERMISSIONS[role]:

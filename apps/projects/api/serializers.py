@@ -56,10 +56,13 @@ class ProjectSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Project
-        fields = ["slug", "name", "description", "runtime", "created_by", "created_at", "quota", "my_role"]
+        fields = [
+            "slug", "name", "description", "runtime", "notebook_idle_timeout",
+            "created_by", "created_at", "quota", "my_role",
+        ]  # fmt: skip
         read_only_fields = ["created_by", "created_at"]
         # Uniqueness and format are the service's job (one set of messages for pages and API).
-        extra_kwargs = {"slug": {"validators": []}}
+        extra_kwargs = {"slug": {"validators": []}, "notebook_idle_timeout": {"min_value": 1, "max_value": 7 * 24 * 60}}
 
     def get_my_role(self, project: Project) -> str | None:
         roles = self.context.get("my_roles")

@@ -62,7 +62,11 @@ class ProjectViewSet(ProjectScopedViewSet):
     def perform_update(self, serializer: ProjectSerializer) -> None:
         data = serializer.validated_data
         serializer.instance = services.update_project(
-            serializer.instance, name=data.get("name"), description=data.get("description"), runtime=data.get("runtime")
+            serializer.instance,
+            name=data.get("name"),
+            description=data.get("description"),
+            runtime=data.get("runtime"),
+            notebook_idle_timeout=data.get("notebook_idle_timeout", services.UNCHANGED),
         )
 
     def perform_destroy(self, instance: Project) -> None:

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from rest_framework import serializers
+
+from apps.projects.api.serializers import VisibleProjectField
+from apps.serving.models import InferenceService, Replica, Revision
+
+
+class ReplicaSerializer(serializers.ModelSerializer):
+    """A replica as the API shows it: never its loopback address (the router is the way in)."""
+
+    class Meta:
+        model = Replica
+        fields = ["id", "index", "status", "reason", "cpu_percent", "started_at", "ready_at", "stopped_at", "log_tail"]
+        read_only_fields = fields
+
+    def to_representation(self, instance: Replica) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if not self.context.get("with_logs"):
+            data.pop("log_tail")
+        return data
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    """An immutable deploy record: what was served (version, frozen config), by whom, how the rollout went."""
+
+    service = serializers.PrimaryKeyRelatedField(read_only=True)
+    service_name = serializers.CharField(source="service.name", read_only=True)
+    project = serializers.CharField(source="service.project.slug", read_only=True)
+    registered_model = serializers.SerializerMethodField()
+    model_version = serializers.IntegerField(source="model_version.version", read_only=True, allow_null=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    replicas = ReplicaSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Revision
+        fields = [
+            "id", "service", "service_name", "project", "number", "role", "status", "reason", "registered_model",
+            "model_version", "config", "traffic_percent", "desired_replicas", "created_by", "created_at", "ready_at",
+            "retired_at", "replicas",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_registered_model(self, revision: Revision) -> str | None:
+        return revision.config.get("registered_model")
+
+
+class InferenceServiceSerializer(serializers.ModelSerializer):
+    """A service as the API shows and takes it. Settings are checked by the service layer (the same messages as
+    the pages). `registered_model` is a name in the project; `model_version` a version number of it, or null with
+    `follow_alias`; `memory` takes "1Gi", "512Mi" or bytes; `deploy: true` rolls out a revision after saving."""
+
+    project = VisibleProjectField()
+    registered_model = serializers.CharField(
+        required=False,
+        write_only=True,
+        allow_blank=True,
+        allow_null=True,
+        help_text=_("Name of a registered model of the project."),
+    )
+    model_version = serializers.IntegerField(
+        required=False,
+        write_only=True,
+        allow_null=True,
+        min_value=1,
+        help_text=_("A version number; null to follow an alias."),
+    )
+    command = serializers.JSONField(required=False, help_text=_("custom only: argv; {port} is filled in"))
+    env = serializers.JSONField(required=False)
+    cpu = serializers.CharField(required=False, help_text=_("CPU cores per replica, e.g. 1 or 0.5."))
+    memory = serializers.CharField(required=False, write_only=True, help_text=_("per replica: e.g. 512Mi, 2Gi"))
+    gpu = serializers.CharField(required=False)
+    deploy = serializers.BooleanField(required=False, write_only=True, default=False)
+    url = serializers.CharField(source="base_path", read_only=True)
+    current_revision = serializers.IntegerField(source="current_revision.number", read_only=True, allow_null=True)
+    canary_revision = serializers.IntegerField(source="canary_revision.number", read_only=True, allow_null=True)
+    shadow_revision = serializers.IntegerField(source="shadow_revision.number", read_only=True, allow_null=True)
+    replicas = serializers.SerializerMethodField()
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = InferenceService
+        fields = [
+            "id", "project", "name", "description", "stage", "registered_model", "model_version", "follow_alias",
+            "framework", "image", "command", "env", "cpu", "memory", "memory_bytes", "gpu", "min_replicas",
+            "max_replicas", "scale_metric", "scale_target", "auth", "key_prefix", "status", "reason", "url",
+            "current_revision", "canary_revision", "canary_percent", "shadow_revision", "shadow_percent", "replicas",
+            "deploy", "created_by", "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = [
+            "memory_bytes", "key_prefix", "status", "reason", "canary_percent", "shadow_percent", "created_at",
+            "updated_at",
+        ]  # fmt: skip
+        validators: list[Any] = []  # uniqueness and the rest are the service layer's (one message for pages and API)
+        extra_kwargs = {
+            "name": {"validators": []},
+            "stage": {"validators": []},
+            "framework": {"validators": []},
+            "scale_metric": {"validators": []},
+            "auth": {"validators": []},
+            "min_replicas": {"validators": []},
+            "max_replicas": {"validators": []},
+            "scale_target": {"validators": []},
+        }
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, list):
+            for name in ("project", "name"):  # fixed once created: the name is in the service's URL
+                fields[name].read_only = True
+        return fields
+
+    def to_representation(self, instance: InferenceService) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["registered_model"] = instance.registered_model.name if instance.registered_model_id else None
+        data["model_version"] = instance.model_version.version if instance.model_version_id else None
+        data["cpu"], data["gpu"] = float(instance.cpu), float(instance.gpu)
+        return data
+
+    def get_replicas(self, service: InferenceService) -> dict[str, int]:
+        """Ready and wanted replicas of the current revision."""
+        revision = service.current_revision
+        if revision is None:
+            return {"ready": 0, "wanted": 0}
+        ready = sum(1 for r in revision.replicas.all() if r.status == Replica.Status.READY)
+        return {"ready": ready, "wanted": max(revision.desired_replicas, 1)}
+
+
+TRAFFIC_ROLES = [
+    (Revision.Role.CANARY.value, Revision.Role.CANARY.label),
+    (Revision.Role.SHADOW.value, Revision.Role.SHADOW.label),
+]
+
+
+class PercentSerializer(serializers.Serializer):
+    percent = serializers.IntegerField(min_value=0, max_value=100)
+    model_version = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+
+
+class TrafficSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=TRAFFIC_ROLES)
+    percent = serializers.IntegerField(min_value=0, max_value=100)
+
+
+class RoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=TRAFFIC_ROLES)
+
+
+class RollbackSerializer(serializers.Serializer):
+    revision = serializers.IntegerField(min_value=1, help_text=_("The number of the revision to serve again."))
+
+
+class ScaleSerializer(serializers.Serializer):
+    min_replicas = serializers.IntegerField(min_value=1)
+    max_replicas = serializers.IntegerField(min_value=1)
+
+
+class KeySerializer(serializers.Serializer):
+    key = serializers.CharField(help_text=_("Shown once: only its digest is kept."))
+    key_prefix = serializers.CharField()
+
+
+class MetricsSerializer(serializers.Serializer):
+    minutes = serializers.IntegerField(min_value=1, max_value=1440, default=60, required=False)

@@ -1,0 +1,236 @@
+"""The model server's ASGI application: the Open Inference Protocol v2 REST endpoints and /metrics, written
+against raw ASGI (a framework's routing and request objects cost more than this whole app does per request:
+docs/serving-modelserver.md has the numbers).
+
+    GET  /v2/health/live, /v2/health/ready, /v2          server liveness, readiness, metadata
+    GET  /v2/models/{m}[/versions/{v}]                   model metadata (inputs/outputs from the model)
+    GET  /v2/models/{m}[/versions/{v}]/ready             model readiness
+    POST /v2/models/{m}[/versions/{v}]/infer             inference
+    GET  /metrics                                        Prometheus text (metrics.py)
+
+Errors answer {"error": "..."}: 400 for a request the model cannot take, 404 for an unknown model or
+version, 405, 413, and 500 only when the model itself fails."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from apps.serving.modelserver.batching import (
+    INLINE_BELOW_SECONDS,
+    Batcher,
+    ModelError,
+    configure_frameworks,
+    predict_timing,
+)
+from apps.serving.modelserver.loading import load
+from apps.serving.modelserver.metrics import CONTENT_TYPE, Metrics
+from apps.serving.modelserver.predictors import Predictor
+from apps.serving.modelserver.protocol import BadRequest, decode_request, encode_error, encode_response
+
+SERVER_NAME = "portal-modelserver"
+SERVER_VERSION = "1.0"
+CONFIG_ENV = "MODELSERVER_CONFIG"  # how --workers N hands the options to its worker processes
+JSON = b"application/json"
+logger = logging.getLogger("modelserver")
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class _Disconnected(Exception):
+    pass
+
+
+@dataclass
+class ServedModel:
+    """One model in this process: its predictor, batcher, counters and its precomputed metadata."""
+
+    name: str
+    version: str
+    predictor: Predictor
+    batcher: Batcher
+    metrics: Metrics
+    metadata: bytes = b""
+    calibration: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelServer:
+    """The ASGI callable."""
+
+    def __init__(self, models: dict[str, ServedModel], max_body_bytes: int = 64 << 20) -> None:
+        self.models = models
+        self.max_body_bytes = max_body_bytes
+        self.server_metadata = orjson.dumps({"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": []})
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if path.startswith("/v2/models/"):
+            await self._model_route(path[len("/v2/models/") :].split("/"), method, receive, send)
+            return
+        if path in ("/v2/health/live", "/v2/health/ready", "/v2", "/metrics"):
+            if method not in ("GET", "HEAD"):
+                await _respond(send, 405, encode_error(f"{method} is not allowed on {path} (use GET)"))
+            elif path == "/metrics":
+                body = b"".join(model.metrics.render() for model in self.models.values())
+                await _respond(send, 200, body, CONTENT_TYPE)
+            elif path == "/v2":
+                await _respond(send, 200, self.server_metadata)
+            else:
+                key = "live" if path.endswith("live") else "ready"
+                await _respond(send, 200, orjson.dumps({key: True}))
+            return
+        await _respond(send, 404, encode_error(f"no such endpoint: {path}"))
+
+    async def _model_route(self, parts: list[str], method: str, receive: Any, send: Any) -> None:
+        name, tail = parts[0], parts[1:]
+        version = None
+        if len(tail) >= 2 and tail[0] == "versions":
+            version, tail = tail[1], tail[2:]
+        action = "/".join(tail)
+        if action not in ("", "ready", "infer"):
+            await _respond(send, 404, encode_error(f"no such endpoint: /v2/models/{'/'.join(parts)}"))
+            return
+        model = self.models.get(name)
+        if model is None:
+            served = ", ".join(self.models) or "none"
+            await _respond(send, 404, encode_error(f"unknown model {name!r} (this server serves: {served})"))
+            return
+        if version is not None and version != model.version:
+            message = f"model {name!r} has no version {version!r} (this server serves version {model.version!r})"
+            await _respond(send, 404, encode_error(message))
+            return
+        wanted = "POST" if action == "infer" else "GET"
+        if method != wanted and not (wanted == "GET" and method == "HEAD"):
+            await _respond(send, 405, encode_error(f"{method} is not allowed here (use {wanted})"))
+            return
+        if action == "infer":
+            await self._infer(model, receive, send)
+        elif action == "ready":
+            await _respond(send, 200, orjson.dumps({"name": name, "ready": True}))
+        else:
+            await _respond(send, 200, model.metadata)
+
+    async def _infer(self, model: ServedModel, receive: Any, send: Any) -> None:
+        metrics = model.metrics
+        started = time.perf_counter()
+        metrics.inflight += 1
+        status = 200
+        try:
+            body = await self._read_body(receive)
+            request = decode_request(body, model.predictor)
+            results = await model.batcher.predict(request.x, request.outputs)
+            payload = encode_response(model.name, model.version, request.id, results)
+        except BadRequest as exc:
+            status, payload = 400, encode_error(str(exc))
+            metrics.errors["bad_input"] += 1
+        except _BodyTooLarge:
+            status, payload = 413, encode_error(f"the body is larger than {self.max_body_bytes} bytes")
+            metrics.errors["bad_input"] += 1
+        except ModelError as exc:
+            status, payload = 500, encode_error(f"the model failed: {exc}")
+            metrics.errors["model_error"] += 1
+        except _Disconnected:
+            metrics.inflight -= 1
+            return
+        except Exception as exc:  # a bug of ours: answer, log, keep serving
+            logger.exception("inference failed")
+            status, payload = 500, encode_error(f"internal error: {type(exc).__name__}: {exc}")
+            metrics.errors["internal"] += 1
+        metrics.inflight -= 1
+        metrics.requests[status] += 1
+        metrics.request_seconds.observe(time.perf_counter() - started)
+        await _respond(send, status, payload)
+
+    async def _read_body(self, receive: Any) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise _BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                for model in self.models.values():
+                    model.batcher.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+async def _respond(send: Any, status: int, body: bytes, content_type: bytes = JSON) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def metadata(name: str, version: str, predictor: Predictor, max_batch_size: int) -> bytes:
+    """The model metadata response: inputs and outputs as the model declares them (probed when it does not)."""
+    parameters = {
+        **predictor.parameters,
+        "default_outputs": list(predictor.default_outputs),
+        "max_batch_size": max_batch_size,
+    }
+    if predictor.feature_names:
+        parameters["feature_names"] = predictor.feature_names
+    document = {
+        "name": name,
+        "versions": [version],
+        "platform": predictor.platform,
+        "inputs": [predictor.input.as_dict()],
+        "outputs": [spec.as_dict() for spec in predictor.outputs.values()],
+        "parameters": parameters,
+    }
+    return orjson.dumps(document)
+
+
+def build(options: dict[str, Any]) -> ModelServer:
+    """Load the model and assemble the app. `options`: name, model, version, max_batch_size,
+    max_batch_delay_ms, predict_thread ("auto" | "always" | "never"), max_body_mb. Raises LoadError."""
+    configure_frameworks()
+    predictor = load(options["model"])
+    max_rows = int(options.get("max_batch_size", 32))
+    seconds = predict_timing(predictor, max_rows)
+    mode = options.get("predict_thread", "auto")
+    in_thread = mode == "always" or (mode == "auto" and (seconds is None or seconds >= INLINE_BELOW_SECONDS))
+    name, version = options["name"], str(options.get("version", "1"))
+    metrics = Metrics(name, version, predictor.platform)
+    batcher = Batcher(predictor, metrics, max_rows, float(options.get("max_batch_delay_ms", 2)) / 1000, in_thread)
+    model = ServedModel(name, version, predictor, batcher, metrics, metadata(name, version, predictor, max_rows))
+    model.calibration = {"batch_seconds": seconds, "in_thread": in_thread}
+    return ModelServer({name: model}, int(float(options.get("max_body_mb", 64)) * (1 << 20)))
+
+
+def create_app() -> ModelServer:
+    """The factory uvicorn's worker processes call (--workers N): options come from the environment."""
+    return build(json.loads(os.environ[CONFIG_ENV]))

@@ -1,0 +1,146 @@
+"""What the runtime calls back for model-server replicas (label `serving_replica`): output, samples, state changes.
+
+Runs in the agent's (or the Kubernetes controller's) process, on its threads: it records, and hands the slow part
+(waiting for a replica to answer its readiness probe) to a Celery task — which the periodic reconcile backs up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+
+from django.db import DatabaseError, connection
+
+from apps.runtime.workload import Phase, Status, Workload
+from apps.serving.models import Replica
+from apps.serving.replicas import BANNER, LABEL
+from apps.serving.services import rollout
+
+logger = logging.getLogger(__name__)
+
+TAIL_LINES = 200
+FLUSH_SECONDS = 1.0  # a chatty server costs one UPDATE a second, not one per line
+MAX_LINE = 2000
+CPU_STEP = 5.0  # percentage points
+CPU_EVERY = 10.0  # seconds
+
+
+class ReplicaSink:
+    """Keeps a replica's last TAIL_LINES lines and its latest CPU sample in memory and writes them to its row at
+    most once a second (by a small thread of its own) and when it ends. The model server's banner line, which says
+    the port it took, is stored at once: the readiness probe needs it."""
+
+    def __init__(self, pk: int, handle: str) -> None:
+        self.pk, self.handle = pk, handle
+        self.lines: deque[str] = deque(maxlen=TAIL_LINES)
+        self.lock = threading.Lock()
+        self.dirty = False
+        self.cpu: float | None = None
+        self.cpu_written: float | None = None
+        self.cpu_written_at = 0.0
+        self.upstream_known = False
+        self.closed = threading.Event()
+        self.flusher = threading.Thread(target=self._run, name=f"replica-log-{pk}", daemon=True)
+        self.flusher.start()
+
+    def write_many(self, replica: str, stream: str, texts: list[str]) -> None:
+        if not self.upstream_known and stream == "stdout":
+            for text in texts:
+                match = BANNER.search(text)
+                if match is not None:
+                    self._found_upstream(match.group(1))
+                    break
+        with self.lock:
+            self.lines.extend(text[:MAX_LINE] for text in texts)
+            self.dirty = True
+
+    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+        """The latest CPU % (the autoscaler's cpu metric), stored when it moved by CPU_STEP points or CPU_EVERY
+        seconds passed: an idle replica costs no write a second."""
+        now = time.monotonic()
+        with self.lock:
+            self.cpu = round(cpu_percent, 1)
+            written = self.cpu_written
+            if written is None or abs(self.cpu - written) >= CPU_STEP or now - self.cpu_written_at >= CPU_EVERY:
+                self.cpu_written, self.cpu_written_at, self.dirty = self.cpu, now, True
+
+    def close(self) -> None:
+        self.closed.set()
+        self.flusher.join(timeout=10)
+
+    def _found_upstream(self, url: str) -> None:
+        self.upstream_known = True
+        try:
+            # Only where none is known: on a cluster the banner says 0.0.0.0 and the Service's address is the one.
+            Replica.objects.filter(pk=self.pk, handle=self.handle, upstream="").update(upstream=url)
+        except DatabaseError:
+            logger.warning("could not store the address of replica %s", self.pk, exc_info=True)
+            connection.close()
+
+    def _run(self) -> None:
+        try:
+            while not self.closed.wait(FLUSH_SECONDS):
+                self._flush()
+            self._flush()
+        finally:
+            connection.close()  # this thread's own
+
+    def _flush(self) -> None:
+        with self.lock:
+            if not self.dirty:
+                return
+            text, cpu, self.dirty = "\n".join(self.lines), self.cpu, False
+        try:
+            Replica.objects.filter(pk=self.pk, handle=self.handle).update(log_tail=text, cpu_percent=cpu)
+        except DatabaseError:
+            logger.warning("could not store the log of replica %s; will retry", self.pk, exc_info=True)
+            connection.close()
+            with self.lock:
+                self.dirty = True
+
+
+class ReplicaListener:
+    def sink(self, workload: Workload) -> ReplicaSink:
+        _inject_secrets(workload)
+        return ReplicaSink(int(workload.labels[LABEL]), workload.uid)
+
+    def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
+        pk = int(workload.labels[LABEL])
+        if phase == Phase.RUNNING:
+            if workload.service:  # on a cluster: running means the Deployment (or InferenceService) is ready
+                rollout.mark_ready(pk)
+                return
+            from apps.serving.tasks import await_ready
+
+            try:
+                await_ready.delay(pk)
+            except Exception:  # no broker: the reconcile pass probes starting replicas too
+                logger.warning("could not queue the readiness check of replica %s", pk, exc_info=True)
+        elif phase.finished:
+            rollout.record_end(pk, workload.uid, status or Status(phase))
+
+    def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
+        """The kept tail, numbered from 1 (older lines are not kept)."""
+        tail = Replica.objects.filter(handle=workload_uid).values_list("log_tail", flat=True).first() or ""
+        for seq, text in enumerate(tail.splitlines(), start=1):
+            if seq > since:
+                yield "0", seq, "", "stdout", text
+
+
+def _inject_secrets(workload: Workload) -> None:
+    """`${secret:NAME}` references in the env become the values, in this process's memory only (the stored spec
+    keeps the references), as for pipeline tasks: the agent asks for the sink before it starts the process."""
+    from apps.projects.secrets import env_references, resolve_env
+
+    refs = env_references(workload.env)
+    if not refs:
+        return
+    values, _missing = resolve_env(workload.project, workload.env)
+    for key in refs:
+        if key in values:
+            workload.env[key] = values[key]
+        else:
+            workload.env.pop(key, None)

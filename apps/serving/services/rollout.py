@@ -1,0 +1,329 @@
+"""The rollout state machine, level-triggered: `advance(service)` looks at the service's revisions and replicas as
+they are and does what is due — finish a rollout whose replicas are all ready (the traffic pointer moves, then the
+replaced revision's replicas drain and stop), roll back one whose replicas failed or did not get ready in time,
+keep a serving revision's replica count at what the autoscaler wants (replacing replicas that died), and say how
+the service is. Every event (a replica ready or ended, a deploy, a scale decision) and the periodic reconcile call
+it; calling it twice changes nothing more. It runs under a lock of the service's row, so the agent's listener, the
+workers and the pages never interleave on one service.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from apps.runtime.base import get_runtime
+from apps.runtime.workload import Phase, Status
+from apps.serving.models import InferenceService, Replica, Revision
+from apps.serving.replicas import LIVE, cancel_due, probe_ready, start_replicas, stop_replicas
+
+logger = logging.getLogger(__name__)
+
+ServiceStatus = InferenceService.Status
+CRASH_WINDOW = timedelta(minutes=10)
+_ERROR_LINE = re.compile(r"(cannot|error|exception|traceback|not found|no such|denied|failed|refused)", re.I)
+
+
+# --- Reading what happened ----------------------------------------------------------------------------------------
+
+
+def meaningful_line(log_tail: str) -> str:
+    """The last line of a replica's output that says what went wrong (else its last line)."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    for line in reversed(lines[-40:]):
+        if _ERROR_LINE.search(line) and not line.startswith("File "):
+            return line[:500]
+    return lines[-1][:500] if lines else ""
+
+
+def describe_end(status: Status | None, log_tail: str) -> str:
+    """Why a replica ended: the runtime's reason (e.g. "exited with code 3") and its last telling log line."""
+    what = (status.reason if status is not None else "") or (status.phase.value if status is not None else "ended")
+    if status is not None and status.exit_code not in (None, 0) and str(status.exit_code) not in what:
+        what = f"{what} (exit code {status.exit_code})"
+    line = meaningful_line(log_tail)
+    return f"{what}: {line}" if line else what
+
+
+# --- Events -------------------------------------------------------------------------------------------------------
+
+
+def record_end(replica_id: int, handle: str, status: Status | None, *, then_advance: bool = True) -> bool:
+    """The workload `handle` of replica `replica_id` ended: STOPPED when it was asked to (or cancelled), else FAILED
+    with the reason. A late event of an earlier workload never touches a replica that moved on. `then_advance`:
+    the service's state machine runs next (callers in the middle of a change of their own pass False)."""
+    replica = Replica.objects.filter(pk=replica_id, handle=handle).select_related("revision").first()
+    if replica is None or replica.status in (Replica.Status.STOPPED, Replica.Status.FAILED):
+        return False
+    if replica.status == Replica.Status.STOPPING or (status is not None and status.phase == Phase.CANCELLED):
+        new, reason = Replica.Status.STOPPED, replica.reason
+    else:
+        new, reason = Replica.Status.FAILED, describe_end(status, replica.log_tail)
+    changed = Replica.objects.filter(pk=replica.pk, status=replica.status).update(
+        status=new, reason=reason[:2000], stopped_at=timezone.now()
+    )
+    if changed and then_advance:
+        advance(replica.revision.service_id)
+    return bool(changed)
+
+
+def mark_ready(replica_id: int) -> bool:
+    """A starting replica answered its readiness probe: it takes traffic (and may finish its revision's rollout)."""
+    replica = Replica.objects.filter(pk=replica_id).select_related("revision").first()
+    if replica is None:
+        return False
+    changed = Replica.objects.filter(pk=replica_id, status=Replica.Status.STARTING).update(
+        status=Replica.Status.READY, ready_at=timezone.now()
+    )
+    if changed:
+        advance(replica.revision.service_id)
+    return bool(changed)
+
+
+def check_starting(replicas: Iterable[Replica] | None = None) -> int:
+    """Probe starting local replicas that said where they listen; mark the ready ones. Returns how many."""
+    if replicas is None:
+        replicas = (
+            Replica.objects.filter(status=Replica.Status.STARTING).exclude(upstream="").select_related("revision")
+        )
+    ready = 0
+    for replica in replicas:
+        if replica.revision.config.get("runtime") == "kubernetes":
+            continue  # the cluster's readiness probe decides; the runtime reports it running
+        if probe_ready(replica.upstream) and mark_ready(replica.pk):
+            ready += 1
+    return ready
+
+
+# --- The state machine --------------------------------------------------------------------------------------------
+
+
+def advance(service_id: int) -> InferenceService | None:
+    """Do what is due for one service (see the module's docstring). Idempotent."""
+    with transaction.atomic():
+        service = (
+            InferenceService.objects.select_for_update(of=("self",))
+            .select_related("project")
+            .filter(pk=service_id)
+            .first()
+        )
+        if service is None:
+            return None
+        revisions = list(service.revisions.filter(status__in=[Revision.Status.ROLLING_OUT, Revision.Status.READY]))
+        for revision in revisions:
+            revision.refresh_from_db(fields=["status", "role", "desired_replicas", "traffic_percent"])
+            if revision.status not in (Revision.Status.ROLLING_OUT, Revision.Status.READY):
+                continue  # retired or failed by an earlier step of this pass
+            revision.service = service
+            if revision.status == Revision.Status.ROLLING_OUT:
+                _advance_rollout(service, revision)
+            else:
+                _keep_serving(service, revision)
+        _refresh_status(service)
+    return service
+
+
+def wanted_replicas(revision: Revision) -> int:
+    if revision.config.get("runtime") == "kubernetes":
+        return 1  # one row stands for the cluster's pods
+    return max(revision.desired_replicas, 1)
+
+
+def _advance_rollout(service: InferenceService, revision: Revision) -> None:
+    replicas = list(revision.replicas.all())
+    failed = next((r for r in replicas if r.status == Replica.Status.FAILED), None)
+    if failed is not None:
+        fail_rollout(service, revision, failed.reason or _("a replica failed"))
+        return
+    wanted = wanted_replicas(revision)
+    ready = sum(r.status == Replica.Status.READY for r in replicas)
+    live = sum(r.status in LIVE for r in replicas)
+    if ready >= wanted:
+        complete_rollout(service, revision)
+        return
+    if live < wanted:
+        start_replicas(revision, wanted - live)
+    waited = (timezone.now() - revision.created_at).total_seconds()
+    if waited > settings.PORTAL_SERVING_READY_TIMEOUT:
+        fail_rollout(service, revision, _timeout_reason(revision, replicas))
+
+
+def _timeout_reason(revision: Revision, replicas: list[Replica]) -> str:
+    ready = sum(r.status == Replica.Status.READY for r in replicas)
+    reason = _("%(ready)d of %(wanted)d replicas ready after %(s)d s") % {
+        "ready": ready, "wanted": wanted_replicas(revision), "s": settings.PORTAL_SERVING_READY_TIMEOUT,
+    }  # fmt: skip
+    waiting = [r for r in replicas if r.status == Replica.Status.STARTING]
+    if waiting and revision.config.get("runtime") != "kubernetes":
+        from apps.runtime.models import LocalWorkload
+
+        started = LocalWorkload.objects.filter(uid__in=[r.handle for r in waiting]).exclude(started_at=None).count()
+        if not started:
+            return reason + _(": no replica process was started (is an agent running? `manage.py runagent`)")
+        line = meaningful_line(waiting[0].log_tail)
+        if line:
+            return f"{reason}: {line}"
+    return reason
+
+
+def complete_rollout(service: InferenceService, revision: Revision) -> None:
+    """The revision's replicas are ready: it takes its place, and what it replaces drains and stops."""
+    now = timezone.now()
+    revision.status, revision.ready_at, revision.reason = Revision.Status.READY, now, ""
+    revision.save(update_fields=["status", "ready_at", "reason"])
+    role = revision.role
+    if role == Revision.Role.CURRENT:
+        old = service.current_revision
+        service.current_revision = revision
+        service.reason = ""
+        if old is not None and old.pk != revision.pk:
+            retire(old, _("replaced by r%(n)d") % {"n": revision.number})
+    elif role == Revision.Role.CANARY:
+        old = service.canary_revision
+        service.canary_revision, service.canary_percent = revision, revision.traffic_percent
+        if old is not None and old.pk != revision.pk:
+            retire(old, _("replaced by canary r%(n)d") % {"n": revision.number})
+    else:
+        old = service.shadow_revision
+        service.shadow_revision, service.shadow_percent = revision, revision.traffic_percent
+        if old is not None and old.pk != revision.pk:
+            retire(old, _("replaced by shadow r%(n)d") % {"n": revision.number})
+    service.updated_at = now
+    service.save()
+
+
+def fail_rollout(service: InferenceService, revision: Revision, reason: str) -> None:
+    """Roll back: the revision's replicas stop, whatever served before goes on serving, and both say why."""
+    revision.status, revision.reason, revision.retired_at = Revision.Status.FAILED, reason[:2000], timezone.now()
+    revision.save(update_fields=["status", "reason", "retired_at"])
+    stop_replicas(list(revision.replicas.filter(status__in=LIVE)), _("rollout failed"), drain=False)
+    values = {"n": revision.number, "reason": reason}
+    if revision.role == Revision.Role.CURRENT and service.current_revision_id:
+        values["cur"] = service.current_revision.number
+        service.reason = _("Rollout of r%(n)d failed and was rolled back; r%(cur)d keeps serving. %(reason)s") % values
+    elif revision.role == Revision.Role.CURRENT:
+        service.reason = _("Rollout of r%(n)d failed: %(reason)s") % values
+    elif revision.role == Revision.Role.CANARY:
+        service.reason = _("Canary r%(n)d failed and was withdrawn: %(reason)s") % values
+    else:
+        service.reason = _("Shadow r%(n)d failed and was withdrawn: %(reason)s") % values
+    service.reason = service.reason[:2000]
+    service.updated_at = timezone.now()
+    service.save(update_fields=["reason", "updated_at"])
+    logger.info("service %s: %s", service.pk, service.reason)
+
+
+def retire(revision: Revision, reason: str, *, drain: bool = True) -> None:
+    """A revision leaves service: its replicas drain and stop."""
+    Revision.objects.filter(pk=revision.pk).exclude(
+        status__in=[Revision.Status.FAILED, Revision.Status.RETIRED]
+    ).update(status=Revision.Status.RETIRED, retired_at=timezone.now(), reason=reason[:2000])
+    stop_replicas(list(revision.replicas.filter(status__in=LIVE)), reason, drain=drain)
+
+
+def _crash_looping(revision: Revision) -> bool:
+    since = timezone.now() - CRASH_WINDOW
+    died = revision.replicas.filter(status=Replica.Status.FAILED, stopped_at__gte=since).count()
+    return died >= settings.PORTAL_SERVING_MAX_RESTARTS
+
+
+def _keep_serving(service: InferenceService, revision: Revision) -> None:
+    """A serving revision: as many replicas as wanted (dead ones replaced, extras stopped)."""
+    roles = {service.current_revision_id, service.canary_revision_id, service.shadow_revision_id}
+    if revision.pk not in roles:
+        retire(revision, _("no longer serving"))
+        return
+    if service.status == ServiceStatus.STOPPED:
+        return
+    live = list(revision.replicas.filter(status__in=LIVE).order_by("index"))
+    wanted = wanted_replicas(revision)
+    if len(live) < wanted:
+        if _crash_looping(revision):
+            last = revision.replicas.filter(status=Replica.Status.FAILED).order_by("-stopped_at").first()
+            service.reason = _("r%(n)d: replicas keep failing; not replaced until one is redeployed. %(why)s") % {
+                "n": revision.number, "why": last.reason if last else "",
+            }  # fmt: skip
+            service.save(update_fields=["reason"])
+            return
+        start_replicas(revision, wanted - len(live))
+    elif len(live) > wanted:
+        # Starting ones go first (they serve nothing yet), then the newest.
+        extras = sorted(live, key=lambda r: (r.status == Replica.Status.READY, -r.index))[: len(live) - wanted]
+        stop_replicas(extras, _("scaled down"))
+
+
+def _refresh_status(service: InferenceService) -> None:
+    if service.status == ServiceStatus.STOPPED:
+        return
+    rolling = service.revisions.filter(status=Revision.Status.ROLLING_OUT, role=Revision.Role.CURRENT).exists()
+    current = service.current_revision
+    if rolling:
+        status = ServiceStatus.DEPLOYING
+    elif current is None:
+        last = service.revisions.order_by("-number").first()
+        status = (
+            ServiceStatus.FAILED
+            if last is not None and last.status == Revision.Status.FAILED
+            else (ServiceStatus.PENDING)
+        )
+    else:
+        counts = dict.fromkeys(Replica.Status.values, 0)
+        for value in current.replicas.values_list("status", flat=True):
+            counts[value] += 1
+        ready, starting = counts[Replica.Status.READY], counts[Replica.Status.STARTING]
+        if ready >= wanted_replicas(current):
+            status = ServiceStatus.READY
+        elif ready > 0:
+            status = ServiceStatus.DEGRADED
+        elif starting:
+            status = ServiceStatus.DEPLOYING
+        else:
+            status = ServiceStatus.FAILED
+    if status != service.status:
+        service.status = status
+        service.save(update_fields=["status"])
+
+
+# --- The periodic repair ------------------------------------------------------------------------------------------
+
+
+def reconcile() -> dict[str, int]:
+    """One level-triggered pass over every service with something running or rolling out: workloads whose end was
+    not reported are recorded, drained replicas stopped, starting ones probed, then each service advanced."""
+    active = Replica.objects.filter(status__in=[*LIVE, Replica.Status.STOPPING]).exclude(handle="")
+    by_runtime: dict[str, list[Replica]] = {}
+    for replica in active.select_related("revision"):
+        by_runtime.setdefault(replica.revision.config.get("runtime") or "local", []).append(replica)
+    ended = 0
+    for name, replicas in by_runtime.items():
+        runtime = get_runtime(name)
+        repair = getattr(runtime, "repair", None)
+        if repair is not None:
+            repair()  # the local runtime: workloads of dead agents are lost (their replicas end below)
+        statuses = runtime.poll_many([r.handle for r in replicas])
+        for replica in replicas:
+            status = statuses.get(replica.handle)
+            if status is not None and status.phase.finished:
+                ended += record_end(replica.pk, replica.handle, status)
+            elif status is not None and status.phase == Phase.RUNNING and name == "kubernetes":
+                mark_ready(replica.pk)
+    stopped = cancel_due()
+    ready = check_starting()
+    service_ids = set(
+        Revision.objects.filter(status__in=[Revision.Status.ROLLING_OUT, Revision.Status.READY]).values_list(
+            "service_id", flat=True
+        )
+    )
+    for service_id in service_ids:
+        try:
+            advance(service_id)
+        except Exception:  # one broken service must not stop the others' repair
+            logger.exception("advancing service %s failed", service_id)
+    return {"ended": ended, "stopped": stopped, "ready": ready, "services": len(service_ids)}

@@ -1,0 +1,275 @@
+"""Service pages: the project's list, the new/edit form, a service's page (status and rollout, test console, traffic
+charts, replicas with their log tails, revision history with rollback, canary and shadow controls, the service key)
+and its actions. Members see; editors change. Every action goes through apps.serving.services."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import requests
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from apps.projects.access import project_view
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from apps.serving import services
+from apps.serving.forms import ServiceForm, example_request, memory_text
+from apps.serving.models import InferenceService, Replica, Revision
+from apps.serving.services.metrics import requests_per_second
+
+TRANSITIONAL = (InferenceService.Status.DEPLOYING, InferenceService.Status.DEGRADED)
+METADATA_TIMEOUT = 2.0
+
+
+def _form_errors(form, exc: ValidationError) -> None:
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.error_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+    else:
+        form.add_error(None, exc)
+
+
+def _detail_url(service: InferenceService) -> str:
+    return reverse("serving:service-detail", kwargs={"project": service.project.slug, "pk": service.pk})
+
+
+class Row:
+    """A service as the list shows it."""
+
+    def __init__(self, service: InferenceService) -> None:
+        self.service = service
+        current = service.current_revision
+        self.ready = sum(1 for r in current.replicas.all() if r.status == Replica.Status.READY) if current else 0
+        self.wanted = max(current.desired_replicas, 1) if current else 0
+        self.qps = requests_per_second(service)
+        if service.model_version_id:
+            self.serves = f"{service.registered_model.name} v{service.model_version.version}"
+        elif service.follow_alias:
+            self.serves = f"{service.registered_model.name}@{service.follow_alias}"
+        else:
+            self.serves = service.get_framework_display()
+        self.version = current.config.get("model_version") if current else None
+
+
+@project_view(VIEW, methods=("GET",))
+def service_list(request: HttpRequest, project: Project) -> HttpResponse:
+    qs = (
+        InferenceService.objects.filter(project=project)
+        .select_related("project", "registered_model", "model_version", "current_revision")
+        .prefetch_related(
+            Prefetch("current_revision__replicas", queryset=Replica.objects.only("revision_id", "status"))
+        )
+        .order_by("name")
+    )
+    rows = [Row(service) for service in qs]
+    context = {
+        "project": project,
+        "rows": rows,
+        "polling": any(r.service.status in TRANSITIONAL for r in rows),
+        "can_create": has_project_perm(request.user, project, CONTRIBUTE),
+    }
+    if request.htmx:
+        return render(request, "serving/partials/table.html", context)
+    return render(request, "serving/service_list.html", context)
+
+
+@project_view(CONTRIBUTE)
+def service_create(request: HttpRequest, project: Project) -> HttpResponse:
+    form = ServiceForm(project, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            service = services.create_service(project, request.user, name=form.cleaned_data["name"], **form.settings())
+            if request.POST.get("deploy"):
+                services.deploy(service, request.user)
+        except ValidationError as exc:
+            _form_errors(form, exc)
+        else:
+            messages.success(request, _("Service “%(name)s” created.") % {"name": service.name})
+            return redirect(_detail_url(service))
+    return render(request, "serving/service_form.html", {"project": project, "form": form, "service": None})
+
+
+@project_view(CONTRIBUTE, model=InferenceService)
+def service_edit(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
+    form = ServiceForm(project, request.POST or None, service=service)
+    if request.method == "POST" and form.is_valid():
+        try:
+            service, redeploy = services.update_service(service, **form.settings())
+            if request.POST.get("deploy"):
+                services.deploy(service, request.user)
+        except ValidationError as exc:
+            _form_errors(form, exc)
+        else:
+            if redeploy and not request.POST.get("deploy"):
+                messages.info(request, _("Saved. What the replicas run changed: deploy to roll it out."))
+            else:
+                messages.success(request, _("Saved."))
+            return redirect(_detail_url(service))
+    return render(request, "serving/service_form.html", {"project": project, "form": form, "service": service})
+
+
+def _metadata(service: InferenceService) -> tuple[dict[str, Any] | None, str]:
+    """The model's OIP metadata from a ready replica of the current revision (for the console), or why not."""
+    current = service.current_revision
+    replica = current.replicas.filter(status=Replica.Status.READY).first() if current else None
+    if replica is None or not replica.upstream:
+        return None, _("No replica is ready: the console works once the service serves.")
+    name = current.config.get("model_name") or service.name
+    try:
+        response = requests.get(f"{replica.upstream}/v2/models/{name}", timeout=METADATA_TIMEOUT)
+        response.raise_for_status()
+        return response.json(), ""
+    except (requests.RequestException, ValueError) as exc:
+        return None, _("The model's metadata could not be read: %(e)s") % {"e": exc}
+
+
+def _context(request: HttpRequest, project: Project, service: InferenceService) -> dict[str, Any]:
+    revisions = list(
+        service.revisions.select_related("model_version", "created_by").prefetch_related(
+            Prefetch("replicas", queryset=Replica.objects.order_by("index"))
+        )
+    )
+    serving_ids = {service.current_revision_id, service.canary_revision_id, service.shadow_revision_id}
+    return {
+        "project": project,
+        "service": service,
+        "revisions": revisions,
+        "serving": [r for r in revisions if r.pk in serving_ids or r.status == Revision.Status.ROLLING_OUT],
+        "rolling": [r for r in revisions if r.status == Revision.Status.ROLLING_OUT],
+        "can_change": has_project_perm(request.user, project, CONTRIBUTE),
+        "memory": memory_text(service.memory_bytes),
+        "polling": service.status in TRANSITIONAL or any(r.status == Revision.Status.ROLLING_OUT for r in revisions),
+        "roles": Revision.Role,
+    }
+
+
+@project_view(VIEW, model=InferenceService, methods=("GET",))
+def service_detail(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
+    return _render_detail(request, project, service)
+
+
+def _render_detail(request: HttpRequest, project: Project, service: InferenceService, **extra: Any) -> HttpResponse:
+    context = _context(request, project, service)
+    metadata, console_note = _metadata(service)
+    context.update(
+        metadata=metadata,
+        console_note=console_note,
+        example=example_request(metadata.get("inputs") or []) if metadata else "",
+        model_name=(service.current_revision.config.get("model_name") if service.current_revision else service.name),
+        **extra,
+    )
+    return render(request, "serving/service_detail.html", context)
+
+
+@project_view(VIEW, model=InferenceService, methods=("GET",))
+def service_status(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
+    """The live part of the page (status, rollout, replicas), polled by htmx while something moves."""
+    return render(request, "serving/partials/status.html", _context(request, project, service))
+
+
+# --- Actions (POST) -----------------------------------------------------------------------------------------------
+
+
+def _deploy(request: HttpRequest, service: InferenceService) -> str:
+    revision = services.deploy(service, request.user)
+    if revision is None:
+        service.refresh_from_db()
+        return service.reason
+    return _("Rolling out r%(n)d; the current revision serves until it is ready.") % {"n": revision.number}
+
+
+def _rollback(request: HttpRequest, service: InferenceService) -> str:
+    revision = services.rollback(service, request.user, request.POST.get("revision"))
+    return _("Rolling out r%(n)d with the version and config of r%(old)s.") % {
+        "n": revision.number, "old": request.POST.get("revision"),
+    }  # fmt: skip
+
+
+def _canary(request: HttpRequest, service: InferenceService) -> str:
+    revision = services.deploy_canary(
+        service, request.user, request.POST.get("percent"), request.POST.get("model_version") or None
+    )
+    return _("Canary r%(n)d is rolling out.") % {"n": revision.number}
+
+
+def _shadow(request: HttpRequest, service: InferenceService) -> str:
+    revision = services.deploy_shadow(
+        service, request.user, request.POST.get("percent"), request.POST.get("model_version") or None
+    )
+    return _("Shadow r%(n)d is rolling out.") % {"n": revision.number}
+
+
+def _traffic(request: HttpRequest, service: InferenceService) -> str:
+    services.set_traffic(service, request.POST.get("role", ""), request.POST.get("percent"))
+    return _("Traffic moved.")
+
+
+def _promote(request: HttpRequest, service: InferenceService) -> str:
+    services.promote_canary(service)
+    return _("The canary is now the current revision.")
+
+
+def _withdraw(request: HttpRequest, service: InferenceService) -> str:
+    services.withdraw(service, request.POST.get("role", ""))
+    return _("Withdrawn.")
+
+
+def _scale(request: HttpRequest, service: InferenceService) -> str:
+    services.scale(
+        service, min_replicas=request.POST.get("min_replicas"), max_replicas=request.POST.get("max_replicas")
+    )
+    return _("Scaling bounds saved.")
+
+
+def _stop(request: HttpRequest, service: InferenceService) -> str:
+    services.stop_service(service, _("stopped by %(user)s") % {"user": request.user.get_username()})
+    return _("Stopping every replica.")
+
+
+def _start(request: HttpRequest, service: InferenceService) -> str:
+    services.start_service(service, request.user)
+    return _("Starting.")
+
+
+ACTIONS: dict[str, Callable[[HttpRequest, InferenceService], str]] = {
+    "deploy": _deploy, "rollback": _rollback, "canary": _canary, "shadow": _shadow, "traffic": _traffic,
+    "promote": _promote, "withdraw": _withdraw, "scale": _scale, "stop": _stop, "start": _start,
+}  # fmt: skip
+
+
+def action_view(name: str) -> Callable[..., HttpResponse]:
+    act = ACTIONS[name]
+
+    @project_view(CONTRIBUTE, model=InferenceService, methods=("POST",))
+    def view(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
+        try:
+            messages.success(request, act(request, service))
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        return redirect(_detail_url(service))
+
+    view.__name__ = f"service_{name.replace('-', '_')}"
+    return view
+
+
+@project_view(CONTRIBUTE, model=InferenceService, methods=("POST",))
+def service_delete(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
+    name = service.name
+    services.delete_service(service)
+    messages.success(request, _("Service “%(name)s” deleted; its replicas are stopping.") % {"name": name})
+    return redirect("serving:service-list", project=project.slug)
+
+
+@project_view(CONTRIBUTE, model=InferenceService, methods=("POST",))
+def service_rotate_key(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
+    """A new key, shown in this response only (never stored in the clear, not even in the session)."""
+    key = services.rotate_key(service)
+    messages.success(request, _("A new key was made; copy it now, it is not shown again."))
+    return _render_detail(request, project, service, new_key=key)

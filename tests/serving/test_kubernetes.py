@@ -1,0 +1,113 @@
+"""A project on Kubernetes: a revision is one workload of kind "service" — a KServe InferenceService where the cluster
+has KServe, else a Deployment + Service + HorizontalPodAutoscaler running our model server — and the manifests of
+both modes validate against the cluster's schemas (core kinds strictly, the InferenceService against k8s/crds/).
+The model is copied into the work folder every pod mounts; KServe reads it from that claim."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apps.runtime.kubernetes.manifests import build
+from apps.runtime.kubernetes.profile import ClusterProfile
+from apps.runtime.kubernetes.validation import validate_all
+from apps.runtime.models import KubeWorkload, Operator
+from apps.runtime.workload import Phase, Workload
+from apps.serving.models import InferenceService, Replica
+from apps.serving.runtime_hooks import ReplicaListener
+from apps.serving.services import create_service, deploy, start_service, stop_service
+from tests.runtime.factories import ClusterFactory, bind
+from tests.serving.factories import artifact_store, iris_bytes, register  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.usefixtures("artifact_store")
+
+
+@pytest.fixture
+def on_cluster(world, settings, tmp_path):
+    settings.PORTAL_WORK_DIR = tmp_path / "work"
+    project = world.project_a
+    project.runtime = "kubernetes"
+    project.save()
+    return project
+
+
+def deployed(world, project, cluster, **fields) -> tuple[InferenceService, Workload, list[dict]]:
+    binding = bind(cluster, project, namespace="team-a")
+    version = register(project, world.alice, iris_bytes())
+    values = {"registered_model": version.registered_model, "model_version": 1, "cpu": "1", "memory": "1Gi",
+              "min_replicas": 1, "max_replicas": 3, **fields}  # fmt: skip
+    service = create_service(project, world.alice, name="iris", **values)
+    revision = deploy(service, world.alice)
+    [replica] = revision.replicas.all()
+    row = KubeWorkload.objects.get(uid=replica.handle)
+    workload = Workload.from_dict(row.spec)
+    objects = build(workload, ClusterProfile.of(cluster, binding.effective_namespace))
+    return service, workload, objects
+
+
+def test_with_kserve_a_revision_is_an_inference_service_that_validates(world, on_cluster):
+    cluster = ClusterFactory(operators=[Operator.KSERVE], work_volume_claim="portal-work")
+    service, workload, objects = deployed(world, on_cluster, cluster, scale_target=4)
+
+    assert workload.kind == "service"
+    assert workload.service["mode"] == "kserve"
+    assert (workload.service["min_replicas"], workload.service["max_replicas"]) == (1, 3)
+    assert (workload.service["scale_metric"], workload.service["scale_target"]) == ("concurrency", 4)
+    assert workload.service["model_format"] == "sklearn"
+    revision = service.revisions.get()
+    copied = Path(revision.config["model_path"])
+    assert (copied / "model.joblib").read_bytes() == iris_bytes()  # the model, copied into the work folder
+    assert (
+        workload.service["storage_uri"] == f"pvc://portal-work/{copied.relative_to(Path(revision.config['work_dir']))}"
+    )
+    assert [o["kind"] for o in objects] == ["InferenceService"]
+    predictor = objects[0]["spec"]["predictor"]
+    assert predictor["model"]["modelFormat"] == {"name": "sklearn"}
+    assert (predictor["minReplicas"], predictor["maxReplicas"], predictor["scaleMetric"]) == (1, 3, "concurrency")
+    validate_all(objects, cluster.version)
+    assert revision.config["kserve_mode"] == "RawDeployment"
+
+
+def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_that_validate(world, on_cluster):
+    cluster = ClusterFactory(operators=[], work_volume_claim="portal-work")
+    service, workload, objects = deployed(world, on_cluster, cluster, scale_metric="cpu", scale_target=70)
+
+    assert workload.service["mode"] == "deployment"
+    assert [o["kind"] for o in objects] == ["Deployment", "Service", "HorizontalPodAutoscaler"]
+    container = objects[0]["spec"]["template"]["spec"]["containers"][0]
+    command = container["command"] + container.get("args", [])
+    assert command[:3] == ["python", "-m", "apps.serving.modelserver"]
+    assert command[command.index("--port") + 1] == "8080"
+    assert command[command.index("--model") + 1] == service.revisions.get().config["model_path"]
+    hpa = objects[2]["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 3)
+    assert hpa["metrics"][0]["resource"] == {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}
+    validate_all(objects, cluster.version)
+
+    # The controller reports the Deployment available: the revision's one replica row is ready, the service serves.
+    [replica] = service.revisions.get().replicas.all()
+    assert replica.upstream == f"http://{objects[1]['metadata']['name']}.team-a.svc:8080"
+    ReplicaListener().changed(workload, Phase.RUNNING)
+    service.refresh_from_db()
+    assert Replica.objects.get(pk=replica.pk).status == Replica.Status.READY
+    assert service.status == InferenceService.Status.READY
+
+    # Stopped and started again: a new workload (the old one's objects are being deleted under its own name).
+    stop_service(service)
+    assert (
+        KubeWorkload.objects.get(uid=replica.handle).cancel_requested
+        or KubeWorkload.objects.get(uid=replica.handle).state == "cancelled"
+    )
+    start_service(service, world.alice)
+    restarted = Replica.objects.filter(revision__service=service, status=Replica.Status.STARTING).get()
+    assert restarted.handle != replica.handle
+    assert KubeWorkload.objects.filter(uid=restarted.handle).exists()
+
+
+def test_concurrency_scaling_without_kserve_falls_back_to_the_cpu_default(world, on_cluster):
+    cluster = ClusterFactory(operators=[], work_volume_claim="portal-work")
+    _service, workload, objects = deployed(world, on_cluster, cluster)  # scale_metric concurrency (the default)
+    assert (workload.service["scale_metric"], workload.service["scale_target"]) == ("cpu", None)
+    assert objects[2]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 80
+    validate_all(objects, cluster.version)
