@@ -29,7 +29,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.typing import Subprotocol
 
 from apps.notebooks.models import Notebook
-from apps.notebooks.proxy import kept_cookies, notebook_for, trusted_origin
+from apps.notebooks.proxy import kept_cookies, notebook_for
+from portal.lib.origins import trusted_origin
 
 logger = logging.getLogger(__name__)
 

@@ -35,11 +35,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.utils.http import is_same_domain
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
 from apps.notebooks.models import Notebook
+from portal.lib.origins import from_portal
 
 logger = logging.getLogger(__name__)
 
@@ -102,32 +102,10 @@ def notebook_page_url(notebook: Notebook) -> str:
         return reverse("projects:overview", kwargs={"project": notebook.project.slug})
 
 
-def trusted_origin(origin: str, own_origin: str) -> bool:
-    """`origin` ("scheme://host[:port]") is the portal's own, or one of CSRF_TRUSTED_ORIGINS (wildcards allowed)."""
-    if origin == own_origin or origin in settings.CSRF_TRUSTED_ORIGINS:
-        return True
-    parts = urlsplit(origin)
-    return any(
-        is_same_domain(parts.netloc, urlsplit(trusted).netloc.lstrip("*"))  # "*.example.com" as Django reads it
-        for trusted in settings.CSRF_TRUSTED_ORIGINS
-        if "*" in trusted and urlsplit(trusted).scheme == parts.scheme
-    )
-
-
 def same_origin(request: HttpRequest) -> bool:
-    """An unsafe request came from the portal's pages: Origin, or without one Referer, is the portal's origin.
-
-    A request with neither is refused: every browser sends Origin with a POST/PUT/PATCH/DELETE fetch.
-    """
+    """An unsafe request came from the portal's pages (portal/lib/origins.py)."""
     own = f"{request.scheme}://{request.get_host()}"
-    origin = request.headers.get("Origin")
-    if origin is not None:
-        return origin != "null" and trusted_origin(origin, own)
-    referer = request.headers.get("Referer")
-    if not referer:
-        return False
-    parts = urlsplit(referer)
-    return bool(parts.scheme and parts.netloc) and trusted_origin(f"{parts.scheme}://{parts.netloc}", own)
+    return from_portal(request.headers.get("Origin"), request.headers.get("Referer"), own)
 
 
 def forwarded_headers(request: HttpRequest, token: str) -> list[tuple[bytes, bytes]]:

@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable
 from importlib import import_module
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
 from apps.accounts.models import hash_token
+from portal.lib.origins import from_portal
 
 logger = logging.getLogger(__name__)
 
@@ -239,26 +239,6 @@ def request_scheme(scope: dict[str, Any], headers: dict[bytes, bytes]) -> str:
     return scope.get("scheme", "http")
 
 
-def trusted_origin(origin: str, own: str) -> bool:
-    """`origin` is the portal's own, or one of CSRF_TRUSTED_ORIGINS (a leading `*.` matches subdomains)."""
-    if origin == own or origin in settings.CSRF_TRUSTED_ORIGINS:
-        return True
-    parts = urlsplit(origin)
-    for trusted in settings.CSRF_TRUSTED_ORIGINS:
-        t = urlsplit(trusted)
-        if t.scheme == parts.scheme and t.netloc.startswith("*.") and parts.netloc.endswith(t.netloc[1:]):
-            return True
-    return False
-
-
 def same_origin(creds: Credentials, scheme: str) -> bool:
-    """Origin (or, without one, Referer) names the portal itself; a request with neither is refused."""
-    if not creds.host:
-        return False
-    own = f"{scheme}://{creds.host}"
-    if creds.origin is not None:
-        return creds.origin != "null" and trusted_origin(creds.origin, own)
-    if creds.referer is None:
-        return False
-    parts = urlsplit(creds.referer)
-    return bool(parts.scheme and parts.netloc) and trusted_origin(f"{parts.scheme}://{parts.netloc}", own)
+    """Origin (or, without one, Referer) names the portal itself (portal/lib/origins.py)."""
+    return bool(creds.host) and from_portal(creds.origin, creds.referer, f"{scheme}://{creds.host}")
