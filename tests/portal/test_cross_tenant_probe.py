@@ -1,24 +1,29 @@
 """A cross-tenant probe beyond the REST API (tests/projects/test_access_matrix.py walks that): the run-log
-websocket and the MLflow API answer another project's objects exactly as they answer objects that do not exist.
+websocket, the MLflow API, the notebook proxy (HTTP and websockets) and the serving router and pages answer another
+project's objects exactly as they answer objects that do not exist.
 
 alice owns project A; charlie owns project B; alice is no member of B. Her credentials here are the widest she
-has: her session (the browser's websocket) and a personal token not limited to a project (MLflow). Serving
-routes (`/serving/…`) do not exist yet: nothing to probe there.
+has: her session (the browser's websocket, pages, the notebook proxy) and a personal token not limited to a
+project (MLflow, the serving router). The owner-only rules inside one project are tested with the proxy
+(tests/notebooks/test_proxy.py) and the router (tests/serving/test_router_auth.py).
 """
 
 from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from django.conf import settings
 from django.test import Client
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from apps.jobs.consumers import CLOSE_NOT_FOUND
 from tests.access import make_run
 from tests.factories import make_token, model_version, tracking_run
+from tests.notebooks.factories import notebook
+from tests.serving.replicas import infer_body, make_service
 
 MISSING = 987654321
 
@@ -127,3 +132,76 @@ def test_another_projects_run_is_unchanged_after_the_probe(world, theirs):
     run = Run.objects.get(run_uuid=theirs["run_id"])
     assert run.status != "KILLED"
     assert run.lifecycle_stage == "active"
+
+
+# --- Notebook proxy --------------------------------------------------------------------------------------------
+
+
+def ws_refusal(live, user, path: str) -> int | None:
+    """The HTTP status that refuses `user`'s websocket handshake at `path` (None: it was accepted)."""
+    headers = {"Origin": live.url, "Cookie": session_cookie(user)}
+    try:
+        connect(f"{live.ws_url}{path}", additional_headers=headers, open_timeout=10).close()
+    except InvalidStatus as refused:
+        return refused.response.status_code
+    return None
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_another_projects_notebook_is_not_found_over_http_and_websockets(live_asgi, world):
+    theirs = notebook(world.project_b, world.charlie)
+    headers = {"Origin": live_asgi.url, "Cookie": session_cookie(world.alice)}
+    with httpx.Client(base_url=live_asgi.url, headers=headers, timeout=30) as alice:
+        for path in ["lab", "api/contents", "api/kernels", "files/secret.csv"]:
+            assert alice.get(f"/notebook/{theirs.pk}/{path}").status_code == 404, path
+            assert alice.get(f"/notebook/{MISSING}/{path}").status_code == 404, path  # the same answer
+        assert alice.post(f"/notebook/{theirs.pk}/api/kernels", json={}).status_code == 404
+        assert alice.get(f"/p/{world.project_b.slug}/notebooks/{theirs.pk}/").status_code == 404
+
+    kernel_socket = f"/notebook/{theirs.pk}/api/kernels/x/channels"
+    assert ws_refusal(live_asgi, world.alice, kernel_socket) == 404
+    assert ws_refusal(live_asgi, world.alice, f"/notebook/{MISSING}/api/kernels/x/channels") == 404
+    assert ws_refusal(live_asgi, world.alice, f"/notebook/{theirs.pk}/terminals/websocket/1") == 404
+
+
+# --- Serving router and pages ----------------------------------------------------------------------------------
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_another_projects_service_is_not_found_through_the_router(live_asgi, world):
+    make_service(world.project_b, "iris")
+    token = make_token(world.alice)
+
+    def infer(project: str, service: str) -> httpx.Response:
+        url = f"{live_asgi.url}/serving/{project}/{service}/v2/models/{service}/infer"
+        return httpx.post(url, json=infer_body(), headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    for response in (infer(world.project_b.slug, "iris"), infer(world.project_b.slug, "missing"), infer("nope", "x")):
+        assert response.status_code == 404, response.text
+    assert infer(world.project_b.slug, "iris").json() == infer(world.project_b.slug, "missing").json()
+    metadata = httpx.get(
+        f"{live_asgi.url}/serving/{world.project_b.slug}/iris/v2/models/iris",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert metadata.status_code == 404
+
+
+def test_another_projects_service_pages_and_actions_are_not_found(world):
+    from apps.serving.models import InferenceService
+
+    service = make_service(world.project_b, "iris")
+    client = Client()
+    client.force_login(world.alice)
+    base = f"/p/{world.project_b.slug}/services"
+
+    for path in [f"{base}/", f"{base}/{service.pk}/", f"{base}/{service.pk}/status/", f"{base}/{service.pk}/edit/"]:
+        assert client.get(path).status_code == 404, path
+    for action in ["stop", "scale", "rotate-key", "delete"]:
+        assert client.post(f"{base}/{service.pk}/{action}/", {"replicas": 3}).status_code == 404, action
+    service.refresh_from_db()
+    assert service.status == InferenceService.Status.READY
+    assert service.key_digest == ""
+    assert InferenceService.objects.filter(pk=service.pk).exists()
