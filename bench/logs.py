@@ -31,7 +31,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from _env import PYTHON, ROOT, prepare, start, stop, wait_for
+from _env import PYTHON, ROOT, cpu_seconds, database_cpu_seconds, prepare, start, stop, wait_for
 
 MESSAGE_LINES = 500  # the peer's batch, the same as the LogWriter's
 RARE = "OOMKilled"  # 3 of the stored lines; searched for in lower case
@@ -224,15 +224,21 @@ def live_ours(n: int, var, project, owner, member) -> dict[str, Any]:
         origin = f"http://127.0.0.1:{port}"
         url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/logs/"
         receiver = start_receiver("--receive-websocket", url, cookie, origin, str(n))
+        procs = {"agent (+task)": agent, "web (uvicorn)": server, "client": receiver}
+        before = {name: cpu_seconds(proc) for name, proc in procs.items()} | {"database": database_cpu_seconds()}
         started = time.time()
         orchestrator.advance_run(run.pk)  # dispatch (no Celery worker here: this process is the orchestrator)
+        while receiver.poll() is None:  # the client's CPU is read before it exits
+            after = {name: cpu_seconds(proc) for name, proc in procs.items()} | {"database": database_cpu_seconds()}
+            time.sleep(0.1)
         result = result_of(receiver)
         wait_for(lambda: orchestrator.advance_run(run.pk).is_finished, timeout=120, what="the printing task")
         run = PipelineRun.objects.get(pk=run.pk)
         written = run.finished_at.timestamp()
     finally:
         stop(server, agent)
-    return {**result, "started": started, "written": written, "status": run.status}
+    cpu = {name: after[name] - before[name] for name in before}
+    return {**result, "started": started, "written": written, "status": run.status, "cpu": cpu}
 
 
 async def peer_send(n: int, layer, group: str) -> None:
@@ -437,6 +443,7 @@ def main() -> None:
     print(f"{'ratio ours/peer':<36}{o_rate / p_rate:>11.2f}×{'':>11}{o_p99 / p_p99:>10.1f}×")
     print(f"dispatch to run finished: {ours['written'] - ours['started']:.2f} s")
     print("target: ≥ 50,000 lines/s, p99 < 250 ms, nothing missing or duplicated")
+    print("CPU per 1,000 lines (ms): " + ", ".join(f"{k} {v / n * 1e6:.1f}" for k, v in ours["cpu"].items()))
 
     built = f", text index built in {index_s:.1f} s" if index else ", no text index"
     print(f"\nb) search: {args.stored:,} lines of one run (loaded at {copy_rate:,.0f} lines/s{built}), median of 5")

@@ -153,6 +153,15 @@ class RunStatus(models.TextChoices):
 
 RUN_FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
 
+# How a run was started (PipelineRun.trigger, free text written by the starters), in the words of the pages.
+RUN_TRIGGERS = {
+    "manual": _("Started by hand"),
+    "api": _("Started through the API"),
+    "rerun": _("Re-run"),
+    "schedule": _("Scheduled"),
+    "demo": _("Demo"),
+}
+
 
 class PipelineRun(models.Model):
     """One execution of a pipeline. `spec` is frozen at start: templates resolved to versions, args final."""
@@ -189,6 +198,10 @@ class PipelineRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in RUN_FINISHED
+
+    @property
+    def trigger_label(self) -> str:
+        return str(RUN_TRIGGERS.get(self.trigger, self.trigger))
 
 
 class TaskStatus(models.TextChoices):
@@ -233,7 +246,7 @@ class TaskRun(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="The short-lived token injected as PORTAL_API_TOKEN; revoked when the attempt ends.",
+        help_text=_("The short-lived token injected as PORTAL_API_TOKEN; revoked when the attempt ends."),
     )
     created_at = models.DateTimeField(default=timezone.now)
     queued_at = models.DateTimeField(null=True, blank=True)
@@ -260,6 +273,18 @@ class TaskRun(models.Model):
         if self.started_at is None:
             return None
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+
+class ILike(models.Lookup):
+    """`text__ilike=pattern`: `text ILIKE pattern` (PostgreSQL; the caller escapes and places the wildcards). A
+    pg_trgm index on the plain column serves it, where `icontains` compares UPPER(text) (jobs.0005)."""
+
+    lookup_name = "ilike"
+
+    def as_sql(self, compiler, connection):
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        return f"{lhs} ILIKE {rhs}", [*lhs_params, *rhs_params]
 
 
 class LogLine(models.Model):
@@ -296,6 +321,9 @@ class LogLine(models.Model):
 
     def __str__(self) -> str:
         return self.text[:80]
+
+
+LogLine._meta.get_field("text").register_lookup(ILike)
 
 
 class ResourceSample(models.Model):
