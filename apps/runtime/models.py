@@ -9,6 +9,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from portal.lib.fields import EncryptedText
 
@@ -21,8 +23,9 @@ def heartbeat_cutoff():
 @contextmanager
 def progress_marker() -> Iterator[None]:
     """A transaction for a write that only marks progress a later write supersedes (a workload or task
-    "running"): on PostgreSQL its commit does not wait for the WAL flush (`synchronous_commit = off`, for this
-    transaction only), a few milliseconds per commit on a slow disk, paid on every task's start.
+    "running"), or whose loss in a crash of the database server costs little (stored log lines): on PostgreSQL
+    its commit does not wait for the WAL flush (`synchronous_commit = off`, for this transaction only), a few
+    milliseconds per commit on a slow disk, paid on every task's start and every batch of log lines.
 
     Still atomic and at once visible to everyone; only a crash of the database server itself within a fraction of
     a second can lose it, and what follows repairs that: the next durable commit (the task's end) flushes it
@@ -105,7 +108,7 @@ class DispatchLock(models.Model):
 class Operator(models.TextChoices):
     """Controllers a cluster may have installed; a workload kind that needs a missing one is refused."""
 
-    TRAINING = "training-operator", "Kubeflow training operator"
+    TRAINING = "training-operator", _("Kubeflow training operator")
     VOLCANO = "volcano", "Volcano"
     KSERVE = "kserve", "KServe"
     KUBERAY = "kuberay", "KubeRay"
@@ -120,26 +123,36 @@ class Cluster(models.Model):
 
     name = models.SlugField(max_length=63, unique=True)
     description = models.TextField(blank=True)
-    in_cluster = models.BooleanField(default=False, help_text="use the service account of the pod the portal runs in")
+    in_cluster = models.BooleanField(
+        default=False, help_text=_("use the service account of the pod the portal runs in")
+    )
     # Null: the encrypted field stores "" as NULL (in-cluster clusters have no kubeconfig).
-    kubeconfig = EncryptedText(blank=True, null=True, help_text="kubeconfig YAML (stored encrypted)")
-    context = models.CharField(max_length=200, blank=True, help_text="kubeconfig context; empty = current-context")
-    version = models.CharField(max_length=10, default="1.33", help_text="Kubernetes minor version, e.g. 1.33")
+    kubeconfig = EncryptedText(blank=True, null=True, help_text=_("kubeconfig YAML (stored encrypted)"))
+    context = models.CharField(max_length=200, blank=True, help_text=_("kubeconfig context; empty = current-context"))
+    version = models.CharField(max_length=10, default="1.33", help_text=_("Kubernetes minor version, e.g. 1.33"))
     default_namespace = models.CharField(max_length=63, default="default")
-    node_selector = models.JSONField(default=dict, blank=True, help_text="added to every pod, e.g. a resource group")
+    node_selector = models.JSONField(default=dict, blank=True, help_text=_("added to every pod, e.g. a resource group"))
     resource_group_label = models.CharField(max_length=200, default="portal.io/resource-group", blank=True)
     gpu_resource = models.CharField(max_length=200, default="nvidia.com/gpu")
-    gpu_type_label = models.CharField(max_length=200, default="gpu-type", help_text="node label naming the GPU model")
-    vgpu_resources = models.JSONField(
-        default=dict, blank=True, help_text='vGPU resource names, e.g. {"memory": "nvidia.com/gpumem"}'
+    gpu_type_label = models.CharField(
+        max_length=200, default="gpu-type", help_text=_("node label naming the GPU model")
     )
-    rdma_resource = models.CharField(max_length=200, blank=True, help_text="e.g. rdma/hca; empty = no RDMA")
-    operators = models.JSONField(default=list, blank=True, help_text=f"installed: {', '.join(Operator.values)}")
+    vgpu_resources = models.JSONField(
+        default=dict, blank=True, help_text=_('vGPU resource names, e.g. {"memory": "nvidia.com/gpumem"}')
+    )
+    rdma_resource = models.CharField(max_length=200, blank=True, help_text=_("e.g. rdma/hca; empty = no RDMA"))
+    operators = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=format_lazy(_("installed: {operators}"), operators=", ".join(Operator.values)),
+    )
     volcano_queue = models.CharField(max_length=63, default="default")
     work_volume_claim = models.CharField(
         max_length=253,
         blank=True,
-        help_text="ReadWriteMany PVC mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it",
+        help_text=_(
+            "ReadWriteMany PVC mounted at PORTAL_WORK_DIR in every pod: task outputs and inputs pass through it"
+        ),
     )
     enabled = models.BooleanField(default=True)
     # What the controller last read of the cluster's nodes (allocatable, requested, GPUs), for the cluster page.
@@ -162,7 +175,7 @@ class ProjectCluster(models.Model):
 
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="cluster_bindings")
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="bindings")
-    namespace = models.CharField(max_length=63, blank=True, help_text="empty = the cluster's default namespace")
+    namespace = models.CharField(max_length=63, blank=True, help_text=_("empty = the cluster's default namespace"))
     is_default = models.BooleanField(default=False)
 
     class Meta:
