@@ -99,8 +99,12 @@ class Phase(StrEnum):
 VOLUME_KINDS = ("pvc", "host_path", "nfs", "config_map", "secret", "shm", "empty_dir")
 SERVICE_MODES = ("deployment", "kserve")
 SCALE_METRICS = ("cpu", "memory", "concurrency", "rps")
+# How KServe runs an InferenceService: RawDeployment (a Deployment and an HPA, no Knative) or Serverless (Knative:
+# scale to zero, scaling on concurrency or requests per second).
+KSERVE_DEPLOYMENT_MODES = ("RawDeployment", "Serverless")
+_HPA_METRICS = ("cpu", "memory")
 _SERVICE_KEYS = (
-    "mode", "min_replicas", "max_replicas", "scale_metric", "scale_target",
+    "mode", "deployment_mode", "min_replicas", "max_replicas", "scale_metric", "scale_target",
     "model_format", "storage_uri", "canary_traffic_percent",
 )  # fmt: skip
 # Names of Kubernetes objects a volume may refer to (a PVC, ConfigMap or Secret): DNS-1123 subdomains.
@@ -199,7 +203,9 @@ def parse_service(raw: Any) -> dict[str, Any]:
     mode: "deployment" (Deployment + Service + HorizontalPodAutoscaler) or "kserve" (an InferenceService);
     min_replicas / max_replicas (autoscaling when max > min; 0 = scale to zero, KServe only);
     scale_metric cpu | memory | concurrency | rps and scale_target (utilisation % for cpu/memory);
-    model_format / storage_uri (KServe picks the serving runtime by format); canary_traffic_percent (KServe)."""
+    model_format / storage_uri (KServe picks the serving runtime by format); canary_traffic_percent (KServe);
+    deployment_mode (KServe): RawDeployment (the default; an HPA: cpu or memory, at least one replica) or
+    Serverless (Knative: any metric, scale to zero)."""
     if not isinstance(raw, dict):
         raise ValueError(f"service: must be a mapping, not {raw!r}")
     unknown = set(raw) - set(_SERVICE_KEYS)
@@ -219,6 +225,18 @@ def parse_service(raw: Any) -> dict[str, Any]:
     target = None if target in (None, "") else _integer(target, "service.scale_target", 1)
     canary = raw.get("canary_traffic_percent")
     canary = None if canary in (None, "") else _integer(canary, "service.canary_traffic_percent", 0, 100)
+    deployment_mode = raw.get("deployment_mode") or "RawDeployment"
+    if deployment_mode not in KSERVE_DEPLOYMENT_MODES:
+        raise ValueError(
+            f"service.deployment_mode: must be one of {', '.join(KSERVE_DEPLOYMENT_MODES)}, not {deployment_mode!r}"
+        )
+    if mode == "kserve" and deployment_mode == "RawDeployment":
+        if min_replicas < 1:
+            raise ValueError("service.min_replicas: scaling to zero needs deployment_mode Serverless")
+        if metric not in _HPA_METRICS:
+            raise ValueError(
+                f"service.scale_metric: RawDeployment scales on {' or '.join(_HPA_METRICS)} (an HPA), not {metric!r}"
+            )
     texts = {}
     for key in ("model_format", "storage_uri"):
         value = raw.get(key) or ""
@@ -227,6 +245,7 @@ def parse_service(raw: Any) -> dict[str, Any]:
         texts[key] = value
     return {
         "mode": mode,
+        "deployment_mode": deployment_mode,
         "min_replicas": min_replicas,
         "max_replicas": max_replicas,
         "scale_metric": metric,

@@ -184,9 +184,11 @@ def _fill(token: str, values: dict[str, str]) -> str:
 def cluster_workload(service: InferenceService, revision: Revision, replica: Replica) -> Workload:
     """A revision on Kubernetes: one workload of kind "service" whose pods the cluster scales.
 
-    mode "kserve" (the cluster has KServe): an InferenceService with the model's format and its storage URI, scaled
-    by KServe on concurrency (or CPU). mode "deployment": our model server's image in a Deployment + Service, and an
-    HPA on CPU when max > min (a plain HPA cannot see concurrency: the target is then the default utilisation)."""
+    mode "kserve" (the cluster has KServe): an InferenceService with the model's format and its storage URI, run as
+    PORTAL_SERVING_KSERVE_MODE says (frozen in the revision): Serverless scales on concurrency (or CPU),
+    RawDeployment on CPU only (an HPA; the target is then the default utilisation unless the metric was CPU).
+    mode "deployment": our model server's image in a Deployment + Service, and an HPA on CPU when max > min (a
+    plain HPA cannot see concurrency: the target is then the default utilisation)."""
     config = revision.config
     min_replicas = max(int(config.get("min_replicas") or 1), 1)
     max_replicas = max(int(config.get("max_replicas") or 1), min_replicas)
@@ -204,9 +206,12 @@ def cluster_workload(service: InferenceService, revision: Revision, replica: Rep
         "namespace": str(config.get("namespace") or ""),
     }
     if config.get("mode") == "kserve":
+        deployment_mode = str(config.get("kserve_mode") or "RawDeployment")
+        scaled_on = "cpu" if metric == "cpu" or deployment_mode == "RawDeployment" else "concurrency"
         service_spec = {
-            "mode": "kserve", "min_replicas": min_replicas, "max_replicas": max_replicas,
-            "scale_metric": "cpu" if metric == "cpu" else "concurrency", "scale_target": target,
+            "mode": "kserve", "deployment_mode": deployment_mode,
+            "min_replicas": min_replicas, "max_replicas": max_replicas,
+            "scale_metric": scaled_on, "scale_target": target if scaled_on == metric else None,
             "model_format": KSERVE_FORMATS.get(config.get("framework"), "mlflow"),
             "storage_uri": config.get("storage_uri") or "",
         }  # fmt: skip

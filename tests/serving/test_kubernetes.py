@@ -46,12 +46,14 @@ def deployed(world, project, cluster, **fields) -> tuple[InferenceService, Workl
     return service, workload, objects
 
 
-def test_with_kserve_a_revision_is_an_inference_service_that_validates(world, on_cluster):
+def test_with_kserve_a_revision_is_an_inference_service_that_validates(world, on_cluster, settings):
+    settings.PORTAL_SERVING_KSERVE_MODE = "Serverless"
     cluster = ClusterFactory(operators=[Operator.KSERVE], work_volume_claim="portal-work")
     service, workload, objects = deployed(world, on_cluster, cluster, scale_target=4)
 
     assert workload.kind == "service"
     assert workload.service["mode"] == "kserve"
+    assert workload.service["deployment_mode"] == "Serverless"
     assert (workload.service["min_replicas"], workload.service["max_replicas"]) == (1, 3)
     assert (workload.service["scale_metric"], workload.service["scale_target"]) == ("concurrency", 4)
     assert workload.service["model_format"] == "sklearn"
@@ -65,8 +67,26 @@ def test_with_kserve_a_revision_is_an_inference_service_that_validates(world, on
     predictor = objects[0]["spec"]["predictor"]
     assert predictor["model"]["modelFormat"] == {"name": "sklearn"}
     assert (predictor["minReplicas"], predictor["maxReplicas"], predictor["scaleMetric"]) == (1, 3, "concurrency")
+    assert objects[0]["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Serverless"
     validate_all(objects, cluster.version)
-    assert revision.config["kserve_mode"] == "RawDeployment"
+    assert revision.config["kserve_mode"] == "Serverless"
+
+
+def test_kserve_raw_deployment_mode_scales_on_cpu_and_validates(world, on_cluster):
+    """RawDeployment (the default) runs the predictor as a Deployment with an HPA, which cannot see concurrency:
+    the service's concurrency target gives way to the default CPU utilisation."""
+    cluster = ClusterFactory(operators=[Operator.KSERVE], work_volume_claim="portal-work")
+    service, workload, objects = deployed(world, on_cluster, cluster, scale_target=4)
+
+    assert service.revisions.get().config["kserve_mode"] == "RawDeployment"
+    assert workload.service["deployment_mode"] == "RawDeployment"
+    assert (workload.service["scale_metric"], workload.service["scale_target"]) == ("cpu", None)
+    [inference_service] = objects
+    assert inference_service["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "RawDeployment"
+    predictor = inference_service["spec"]["predictor"]
+    assert (predictor["scaleMetric"], predictor["minReplicas"]) == ("cpu", 1)
+    assert "scaleTarget" not in predictor
+    validate_all(objects, cluster.version)
 
 
 def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_that_validate(world, on_cluster):

@@ -137,10 +137,25 @@ def sample_distributed(framework: str, **overrides: Any) -> Workload:
 
 
 def sample_service(mode: str = "deployment", **overrides: Any) -> Workload:
-    """A model server: a Deployment on port 8080 (autoscaled 2 to 5 on CPU), or a KServe InferenceService."""
-    if mode == "kserve":
+    """A model server: a Deployment on port 8080 (autoscaled 2 to 5 on CPU), a KServe InferenceService on Knative
+    (mode "kserve": Serverless, scaled 0 to 4 on concurrency) or one KServe runs as a Deployment with an HPA (mode
+    "kserve-raw": RawDeployment, 1 to 4 on CPU)."""
+    if mode == "kserve-raw":
         service = {
             "mode": "kserve",
+            "deployment_mode": "RawDeployment",
+            "min_replicas": 1,
+            "max_replicas": 4,
+            "scale_metric": "cpu",
+            "scale_target": 75,
+            "model_format": "sklearn",
+            "storage_uri": "pvc://portal-work/models/iris/3",
+        }
+        values: dict[str, Any] = {"uid": "svc-303", "service": service, "image": "", "command": []}
+    elif mode == "kserve":
+        service = {
+            "mode": "kserve",
+            "deployment_mode": "Serverless",
             "min_replicas": 0,
             "max_replicas": 4,
             "scale_metric": "concurrency",
@@ -149,7 +164,7 @@ def sample_service(mode: str = "deployment", **overrides: Any) -> Workload:
             "storage_uri": "s3://models/demo/iris/3",
             "canary_traffic_percent": 20,
         }
-        values: dict[str, Any] = {"uid": "svc-302", "service": service, "image": "", "command": []}
+        values = {"uid": "svc-302", "service": service, "image": "", "command": []}
     else:
         service = {
             "mode": "deployment",
@@ -192,5 +207,6 @@ SAMPLES: dict[str, Callable[[], Workload]] = {
     **{f"distributed-{framework}": (lambda f=framework: sample_distributed(f)) for framework in DISTRIBUTED},
     "service-deployment": sample_service,
     "service-kserve": lambda: sample_service("kserve"),
+    "service-kserve-raw": lambda: sample_service("kserve-raw"),
     "notebook": sample_notebook,
 }

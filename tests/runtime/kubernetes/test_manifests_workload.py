@@ -108,6 +108,15 @@ def test_two_volumes_on_one_path_are_refused() -> None:
         ({"service": {"scale_metric": "gpu"}}, r"^service\.scale_metric: must be one of cpu, memory, concurrency"),
         ({"service": {"canary_traffic_percent": 120}}, r"^service\.canary_traffic_percent: must be between 0 and 100"),
         ({"service": {"replicas": 2}}, r"^service\.replicas: unknown"),
+        ({"service": {"deployment_mode": "Knative"}}, r"^service\.deployment_mode: must be one of RawDeployment, Serv"),
+        (
+            {"service": {"mode": "kserve", "min_replicas": 0}},
+            r"^service\.min_replicas: scaling to zero needs .*Serverl",
+        ),
+        (
+            {"service": {"mode": "kserve", "scale_metric": "rps"}},
+            r"^service\.scale_metric: RawDeployment scales on cpu",
+        ),
     ],
 )
 def test_a_bad_cluster_field_is_refused_naming_it(fields: dict, message: str) -> None:
@@ -117,8 +126,9 @@ def test_a_bad_cluster_field_is_refused_naming_it(fields: dict, message: str) ->
 
 def test_a_service_gets_every_default() -> None:
     assert parse_service({}) == {
-        "mode": "deployment", "min_replicas": 1, "max_replicas": 1, "scale_metric": "cpu", "scale_target": None,
-        "model_format": "", "storage_uri": "", "canary_traffic_percent": None,
+        "mode": "deployment", "deployment_mode": "RawDeployment", "min_replicas": 1, "max_replicas": 1,
+        "scale_metric": "cpu", "scale_target": None, "model_format": "", "storage_uri": "",
+        "canary_traffic_percent": None,
     }  # fmt: skip
-    assert parse_service({"mode": "kserve", "min_replicas": 0})["max_replicas"] == 1
+    assert parse_service({"mode": "kserve", "deployment_mode": "Serverless", "min_replicas": 0})["max_replicas"] == 1
     assert workload().service == {}  # other kinds do not carry a service's defaults

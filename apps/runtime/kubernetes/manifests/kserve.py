@@ -3,7 +3,9 @@
 The predictor names a model format and where the model is (`service.model_format`, `service.storage_uri`);
 KServe picks the serving runtime (and so the image and command) by format, so `image` and `command` are not used.
 Autoscaling (min/max replicas, scale metric and target, 0 = scale to zero) and the canary share go to the
-predictor; the env contract, resources and volumes to the model's container; labels to its pods.
+predictor; the env contract, resources and volumes to the model's container; labels to its pods. The
+`serving.kserve.io/deploymentMode` annotation says how KServe runs it (`service.deployment_mode`): RawDeployment
+(a Deployment and an HPA) or Serverless (a Knative Service), whatever the cluster's default.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ API_VERSION, KIND = "serving.kserve.io/v1beta1", "InferenceService"
 OPERATOR = Operator.KSERVE
 ROLE = "predictor"
 CONTAINER = "kserve-container"  # what KServe names the model's container (beside its queue-proxy, agent, …)
+ANNOTATION_DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"
 
 
 def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
@@ -60,14 +63,9 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
     if volumes:
         predictor["volumes"] = volumes
     predictor["model"] = model
-    return [
-        {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": metadata(workload, profile),
-            "spec": {"predictor": predictor},
-        }
-    ]
+    meta = metadata(workload, profile)
+    meta["annotations"] = {**meta["annotations"], ANNOTATION_DEPLOYMENT_MODE: service["deployment_mode"]}
+    return [{"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": {"predictor": predictor}}]
 
 
 _FAILED_TRANSITIONS = ("InvalidSpec", "BlockedByFailedLoad")
