@@ -22,6 +22,7 @@ from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunSt
 from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
+from apps.projects.usage import held
 from apps.runtime.base import get_runtime
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.workload import Capacity, Resources, Workload
@@ -90,6 +91,11 @@ def dispatch(
                 used[i] += value
             used[3] += 1
             per_run[row["run_id"]] += 1
+        # Notebooks and model servers hold quota too (not a task slot): a node waits while they hold its share.
+        for project_id, usage in (held({t.run.project_id for t in waiting if _limited(t)}) if counted else {}).items():
+            used = per_project[project_id]
+            for i, value in enumerate(usage):
+                used[i] += value
         chosen: list[tuple[TaskRun, Pool]] = []
         for task in waiting:
             if task.not_before and task.not_before > now:

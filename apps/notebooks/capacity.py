@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from apps.notebooks.launch import Placement
 from apps.notebooks.models import Notebook
+from apps.projects.usage import held
 
 
 def _need(resources: dict[str, Any] | None) -> tuple[float, float, float]:
@@ -19,16 +20,13 @@ def _need(resources: dict[str, Any] | None) -> tuple[float, float, float]:
 
 
 def check_quota_in_use(notebook: Notebook) -> None:
-    """The project's running notebooks and tasks plus this one must fit its quota."""
+    """The project's running notebooks, model servers and tasks plus this one must fit its quota."""
     from apps.jobs.models import TASK_ACTIVE, TaskRun
 
     quota = getattr(notebook.project, "quota", None)
     if quota is None or all(v is None for v in (quota.cpu_cores, quota.memory_bytes, quota.gpus)):
         return
-    used = [0.0, 0.0, 0.0]
-    others = Notebook.objects.filter(project=notebook.project, status__in=Notebook.ACTIVE).exclude(pk=notebook.pk)
-    for cpu, memory, gpu in others.values_list("cpu", "memory_bytes", "gpu"):
-        used = [used[0] + float(cpu), used[1] + float(memory), used[2] + float(gpu)]
+    used = list(held([notebook.project_id], except_notebook=notebook.pk).get(notebook.project_id, (0.0, 0.0, 0.0)))
     tasks = TaskRun.objects.filter(run__project=notebook.project, status__in=TASK_ACTIVE).values_list("resources")
     for (resources,) in tasks:
         used = [a + b for a, b in zip(used, _need(resources), strict=True)]

@@ -7,9 +7,10 @@ set from its measured load, within the service's min and max replicas.
 - cpu: desired = ceil(ready replicas × their average CPU utilisation / target %), the HorizontalPodAutoscaler's
   rule, from the agent's per-process samples (utilisation = CPU % of the replica's process tree ÷ its CPU request).
 
-Up at once; down only once the load has wanted fewer replicas for PORTAL_SERVING_SCALE_DOWN_DELAY seconds
-(without that, a pause between bursts would stop replicas that the next burst needs and then waits for). Locally
-the floor is one replica (no scale to zero). On Kubernetes the cluster scales (HPA or KServe): nothing here.
+Up at once, as far as the project's quota leaves room (its tasks, notebooks and other model servers hold their
+share); down only once the load has wanted fewer replicas for PORTAL_SERVING_SCALE_DOWN_DELAY seconds (without
+that, a pause between bursts would stop replicas that the next burst needs and then waits for). Locally the floor
+is one replica (no scale to zero). On Kubernetes the cluster scales (HPA or KServe): nothing here.
 """
 
 from __future__ import annotations
@@ -71,13 +72,20 @@ def scale_revision(revision: Revision, value: float | None, now: datetime | None
     through the rollout state machine)."""
     now = now or timezone.now()
     with transaction.atomic():
-        revision = Revision.objects.select_for_update(of=("self",)).select_related("service").get(pk=revision.pk)
+        locked = Revision.objects.select_for_update(of=("self",)).select_related("service__project__quota")
+        revision = locked.get(pk=revision.pk)
         service = revision.service
         wanted = desired_for(service, revision, value)
         current = revision.desired_replicas or max(service.min_replicas, 1)
         low_since = revision.low_since
         if wanted > current:
-            current, low_since = wanted, None
+            room = _quota_room(service, revision)
+            if current + room < wanted:
+                logger.warning(
+                    "service %s r%s: wants %s replicas, the project's quota leaves room for %s more than %s",
+                    service.pk, revision.number, wanted, room, current,
+                )  # fmt: skip
+            current, low_since = max(current, min(wanted, current + room)), None
         elif wanted < current:
             if low_since is None:
                 low_since = now
@@ -92,6 +100,16 @@ def scale_revision(revision: Revision, value: float | None, now: datetime | None
         logger.info("service %s r%s: %s replicas (measured %s)", service.pk, revision.number, current, value)
         advance(service.pk)
     return current
+
+
+def _quota_room(service: InferenceService, revision: Revision) -> int:
+    """How many more replicas of the revision the project's quota takes (its notebooks, tasks and model servers
+    hold their share: apps/projects/usage.py)."""
+    from apps.projects.usage import fits, free_quota
+
+    res = revision.config.get("resources") or {}
+    need = (float(res.get("cpu") or 0), float(res.get("memory_bytes") or 0), float(res.get("gpu") or 0))
+    return fits(need, free_quota(service.project))
 
 
 def autoscale(now: datetime | None = None, measure: Measure | None = None) -> dict[int, int]:

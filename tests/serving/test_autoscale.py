@@ -67,6 +67,16 @@ def test_it_scales_up_at_once_and_down_after_the_delay(serving):
     assert autoscale.scale_revision(serving, None, now + timedelta(seconds=400)) == 1  # nothing measured: unchanged
 
 
+def test_scaling_up_stops_where_the_projects_quota_does(serving, world):
+    """Each replica asks for one core (the service's default); the quota of 2.5 cores leaves room for one more."""
+    world.project_a.quota.cpu_cores = 2.5
+    world.project_a.quota.save()
+
+    assert autoscale.scale_revision(serving, 8.0, timezone.now()) == 2  # wants 4
+    assert live(serving) == 2
+    assert autoscale.scale_revision(serving, 8.0, timezone.now()) == 2  # still no room: unchanged
+
+
 def test_the_periodic_pass_measures_each_serving_revision(serving):
     service = serving.service
     decided = autoscale.autoscale(measure=lambda revision: 7.9)
