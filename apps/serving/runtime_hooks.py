@@ -7,13 +7,13 @@ Runs in the agent's (or the Kubernetes controller's) process, on its threads: it
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator
+from typing import Any
 
 from django.db import DatabaseError, connection
 
+from apps.runtime.tail import TailSink
 from apps.runtime.workload import Phase, Status, Workload
 from apps.serving.models import Replica
 from apps.serving.replicas import BANNER, LABEL
@@ -21,30 +21,22 @@ from apps.serving.services import rollout
 
 logger = logging.getLogger(__name__)
 
-TAIL_LINES = 200
-FLUSH_SECONDS = 1.0  # a chatty server costs one UPDATE a second, not one per line
-MAX_LINE = 2000
 CPU_STEP = 5.0  # percentage points
 CPU_EVERY = 10.0  # seconds
 
 
-class ReplicaSink:
-    """Keeps a replica's last TAIL_LINES lines and its latest CPU sample in memory and writes them to its row at
-    most once a second (by a small thread of its own) and when it ends. The model server's banner line, which says
-    the port it took, is stored at once: the readiness probe needs it."""
+class ReplicaSink(TailSink):
+    """A replica's last lines and its latest CPU sample, in its row (apps/runtime/tail.py). The model server's
+    banner line, which says the port it took, is stored at once: the readiness probe needs it."""
+
+    model = Replica
 
     def __init__(self, pk: int, handle: str) -> None:
-        self.pk, self.handle = pk, handle
-        self.lines: deque[str] = deque(maxlen=TAIL_LINES)
-        self.lock = threading.Lock()
-        self.dirty = False
         self.cpu: float | None = None
         self.cpu_written: float | None = None
         self.cpu_written_at = 0.0
         self.upstream_known = False
-        self.closed = threading.Event()
-        self.flusher = threading.Thread(target=self._run, name=f"replica-log-{pk}", daemon=True)
-        self.flusher.start()
+        super().__init__(pk, handle)
 
     def write_many(self, replica: str, stream: str, texts: list[str]) -> None:
         if not self.upstream_known and stream == "stdout":
@@ -53,9 +45,7 @@ class ReplicaSink:
                 if match is not None:
                     self._found_upstream(match.group(1))
                     break
-        with self.lock:
-            self.lines.extend(text[:MAX_LINE] for text in texts)
-            self.dirty = True
+        super().write_many(replica, stream, texts)
 
     def sample(self, cpu_percent: float, rss_bytes: int) -> None:
         """The latest CPU % (the autoscaler's cpu metric), stored when it moved by CPU_STEP points or CPU_EVERY
@@ -67,9 +57,8 @@ class ReplicaSink:
             if written is None or abs(self.cpu - written) >= CPU_STEP or now - self.cpu_written_at >= CPU_EVERY:
                 self.cpu_written, self.cpu_written_at, self.dirty = self.cpu, now, True
 
-    def close(self) -> None:
-        self.closed.set()
-        self.flusher.join(timeout=10)
+    def values(self) -> dict[str, Any]:
+        return {**super().values(), "cpu_percent": self.cpu}
 
     def _found_upstream(self, url: str) -> None:
         self.upstream_known = True
@@ -79,27 +68,6 @@ class ReplicaSink:
         except DatabaseError:
             logger.warning("could not store the address of replica %s", self.pk, exc_info=True)
             connection.close()
-
-    def _run(self) -> None:
-        try:
-            while not self.closed.wait(FLUSH_SECONDS):
-                self._flush()
-            self._flush()
-        finally:
-            connection.close()  # this thread's own
-
-    def _flush(self) -> None:
-        with self.lock:
-            if not self.dirty:
-                return
-            text, cpu, self.dirty = "\n".join(self.lines), self.cpu, False
-        try:
-            Replica.objects.filter(pk=self.pk, handle=self.handle).update(log_tail=text, cpu_percent=cpu)
-        except DatabaseError:
-            logger.warning("could not store the log of replica %s; will retry", self.pk, exc_info=True)
-            connection.close()
-            with self.lock:
-                self.dirty = True
 
 
 class ReplicaListener:
