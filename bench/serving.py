@@ -1,18 +1,26 @@
 """Model serving side by side: one iris LogisticRegression (trained once, saved once with mlflow.sklearn) served
-by the portal's model server (`direct`), by `mlflow models serve` (`mlflow`), by MLServer (`mlserver`, when
-.venv-mlserver exists: `make mlserver-env`) and through the portal's router (`portal`, given --portal-url).
-Each is loaded by wrk, 64 connections for a fixed time, with 1-row and 32-row requests; prints req/s, p50, p99
-and the ratios against MLflow (targets: ≥ 3× req/s, p99 ≤ ½), plus the latency of sequential requests on one
-keep-alive connection (the ~40 ms Nagle/delayed-ACK stall shows there).
+by the portal's model server (`direct`), through the portal's router (`portal`), by `mlflow models serve`
+(`mlflow`) and by MLServer (`mlserver`, when .venv-mlserver exists: `make mlserver-env`). Each is loaded by wrk,
+64 connections for a fixed time, with 1-row and 32-row requests; prints req/s, p50, p99 and the ratios against
+MLflow (targets: ≥ 3× req/s, p99 ≤ ½), plus the latency of sequential requests on one keep-alive connection (the
+~40 ms Nagle/delayed-ACK stall shows there), and the router's own overhead (portal p50 − direct p50).
+
+`portal` sets a portal up itself (bench/_serving_portal.py): a fresh PostgreSQL database and Redis prefix, the
+same saved model registered as a model version, an inference service with --workers replicas (one model-server
+process each, as many processes as the other targets get), and the processes the Procfile runs (uvicorn, the
+local agent, a Celery worker and beat); requests go through `/serving/bench/iris/…` with a project token. With
+--portal-url (and --portal-token) it calls an existing portal instead.
 
 Servers run one at a time. On a machine with 2+ cores the server is pinned to CPU 0 and wrk to CPU 1 (with
---workers 1), so the load generator never competes with the server; wrk's own CPU use is printed to show it
-was not the bottleneck. Other processes on the machine still add noise: the load average is printed.
+--workers 1), so the load generator never competes with the server; for `portal` every portal process (router,
+replicas, agent, worker, beat) is on CPU 0. wrk's own CPU use is printed to show it was not the bottleneck. Other
+processes on the machine still add noise: the load average is printed.
 
-    .venv/bin/python bench/serving.py [--targets direct,mlflow,mlserver] [--duration 10] [--connections 64]
+    .venv/bin/python bench/serving.py [--targets direct,portal,mlflow,mlserver] [--duration 10] [--connections 64]
         [--workers 1] [--rows 1,32] [--portal-url http://127.0.0.1:8000/serving/<project>/<service>
         --portal-token TOKEN] [--json results.json]
-    (needs wrk: apt-get install -y wrk; creates .venv-mlflow with `make mlflow-env` when missing)
+    (needs wrk: apt-get install -y wrk; creates .venv-mlflow with `make mlflow-env` when missing; `portal` needs
+    PostgreSQL and Redis on 127.0.0.1, BENCH_DATABASE_URL / BENCH_REDIS_URL override)
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from _serving_portal import running_portal
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -130,17 +140,9 @@ def targets(args: argparse.Namespace, work: Path) -> dict[str, Target]:
             [str(MLSERVER_VENV / "bin" / "mlserver"), "start", str(folder)],
             env={"PATH": f"{MLSERVER_VENV / 'bin'}:{os.environ['PATH']}"}, cwd=folder,
         )  # fmt: skip
-    if args.portal_url:
-        url = args.portal_url.rstrip("/")
+    if args.portal_url:  # an existing portal; without it the portal target sets one up (bench_portal)
         headers = {"Authorization": f"Bearer {args.portal_token}"} if args.portal_token else {}
-        found["portal"] = Target(
-            "portal",
-            f"{url}/v2/models/iris/infer",
-            f"{url}/v2/models/iris/ready",
-            oip_body,
-            oip_labels,
-            headers=headers,
-        )
+        found["portal"] = portal_target(args.portal_url, headers)
     return found
 
 
@@ -228,6 +230,23 @@ def sequential_ms(target: Target, rows: list[list[float]], count: int = 200) -> 
     return sorted(times)[len(times) // 2] * 1000
 
 
+def portal_target(url: str, headers: dict[str, str]) -> Target:
+    url = url.rstrip("/")
+    return Target(
+        "portal", f"{url}/v2/models/iris/infer", f"{url}/v2/models/iris/ready", oip_body, oip_labels, headers=headers
+    )
+
+
+def bench_portal(data: dict, args: argparse.Namespace, work: Path) -> dict:
+    """The portal target on a portal set up here, serving the saved model with --workers replicas."""
+    with running_portal(work / "mlflow-model", args.workers, cpu_sets(args)[0], work) as portal:
+        print(f"portal: ready {portal.deploy_s} s after the deploy with {portal.replicas} model-server replica(s), "
+              f"one process each (pids {portal.replica_pids}, CPUs {portal.replica_cpus}), behind the router at "
+              f"{portal.url}", flush=True)  # fmt: skip
+        results = bench(portal_target(portal.url, portal.headers), data, args, work)
+        return {"replicas": portal.replicas, "deploy_s": portal.deploy_s, **results}
+
+
 def bench(target: Target, data: dict, args: argparse.Namespace, work: Path) -> dict:
     server_pin, wrk_pin = cpu_sets(args)
     log = work / f"{target.name}.log"
@@ -284,17 +303,25 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
         print("\ntargets ≥ 3× MLflow's req/s and p99 ≤ ½ of MLflow's:")
         for line in verdicts:
             print("  " + line)
+    if "portal" in results and "direct" in results:
+        print("\nthe router's overhead (portal p50 − direct p50, same model server behind it):")
+        for n in args.rows:
+            portal, direct = results["portal"][f"rows{n}"], results["direct"][f"rows{n}"]
+            print(f"  {n} row(s): {portal['p50'] - direct['p50']:+.2f} ms "
+                  f"({portal['p50']:.2f} vs {direct['p50']:.2f} ms)")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--targets", default="direct,mlflow,mlserver", help="comma list (missing ones skipped)")
+    parser.add_argument("--targets", default="direct,portal,mlflow,mlserver", help="comma list (missing ones skipped)")
     parser.add_argument("--duration", type=int, default=10, help="seconds of load per run")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=1, help="server processes (each target the same)")
     parser.add_argument("--rows", default="1,32", help="rows per request, comma list")
-    parser.add_argument("--server-args", default="", help="extra arguments of our model server")
-    parser.add_argument("--portal-url", help="a served model through the portal: …/serving/<project>/<service>")
+    parser.add_argument("--server-args", default="", help="extra arguments of our model server (direct only)")
+    parser.add_argument(
+        "--portal-url", help="an existing portal's service, …/serving/<project>/<service> (default: set one up)"
+    )
     parser.add_argument("--portal-token", help="bearer token for --portal-url")
     parser.add_argument(
         "--mlserver-parallel-workers",
@@ -323,10 +350,13 @@ def main() -> None:
               f"{'server→0, wrk→1' if cpu_sets(args)[0] else 'off'}", flush=True)  # fmt: skip
         results = {}
         for name in wanted:
-            if name not in available:
+            if name == "portal" and name not in available:
+                results[name] = bench_portal(data, args, work)
+            elif name not in available:
                 print(f"{name}: skipped (not available: see --help)", flush=True)
                 continue
-            results[name] = bench(available[name], data, args, work)
+            else:
+                results[name] = bench(available[name], data, args, work)
             print(f"{name}: {json.dumps(results[name])}", flush=True)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         report(results, args)
