@@ -63,6 +63,22 @@ def test_a_dag_runs_in_order_and_passes_outputs_downstream(agent, project, owner
     assert use.api_token.revoked_at is not None  # the injected token died with the attempt
 
 
+def test_a_short_task_reports_the_cpu_it_used(agent, project, owner):
+    """Sampling starts once a task has lived a while; a short one's CPU time is read as it exits (its own and that
+    of the children it waited for)."""
+    burn = (
+        "import subprocess, sys, time\n"
+        "def spin(seconds):\n    end = time.process_time() + seconds\n    while time.process_time() < end: pass\n"
+        "spin(0.3)\n"
+        "subprocess.run([sys.executable, '-c', 'import time\\nend = time.process_time() + 0.2\\n"
+        "while time.process_time() < end: pass'], check=True)\n"
+    )
+    run = drive(start_run(pipeline(project, owner, [{"name": "burn", "args": {"code": burn}}]), owner))
+    assert run.status == "succeeded", run.reason
+    usage = run.tasks.get().usage
+    assert 0.5 <= usage["cpu_seconds"] <= usage["wall_seconds"] * 2 + 0.5, usage
+
+
 def test_a_failing_node_is_retried_with_backoff_then_succeeds(agent, project, owner, tmp_path):
     marker = tmp_path / "tried"
     code = (

@@ -158,6 +158,9 @@ class Supervisor:
             for _s, proc in procs:
                 kill_tree(proc.pid, signal.SIGKILL)
                 proc.wait()
+        exact = [exits.cpu.get(proc.pid) for _s, proc in procs]
+        if state is None and all(seconds is not None for seconds in exact):  # every replica exited on its own
+            cpu_seconds = max(cpu_seconds, sum(exact))  # read as each exited (a tree's orphans aside): exact
         return state, reason, cpu_seconds, peak_rss
 
     def _ended(
