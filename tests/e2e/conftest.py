@@ -9,8 +9,10 @@ another host fail the test. Screenshots go to test-results/e2e/.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(settings.BASE_DIR) / "test-results" / "e2e"
+logger = logging.getLogger(__name__)
 
 try:
     from playwright.sync_api import Page, sync_playwright
@@ -68,12 +71,51 @@ def live_agent(live_asgi, tmp_path, settings) -> Iterator[AgentProcess]:
     if "channels" in connections.databases:
         var = tmp_path / "agent-var"
         var.mkdir()
-        (var / "channels.sqlite3").symlink_to(connections["channels"].settings_dict["NAME"])
+        # Absolute: with a relative PORTAL_VAR_DIR (var/test-…) the link would point inside agent-var itself.
+        (var / "channels.sqlite3").symlink_to(Path(connections["channels"].settings_dict["NAME"]).resolve())
         env["PORTAL_VAR_DIR"] = str(var)
     process = AgentProcess(tmp_path, env=env)
     process.start()
     yield process
     process.stop()
+
+
+@pytest.fixture
+def live_workers(live_asgi) -> Iterator[None]:
+    """What the Celery worker and beat do in production, done in the test process: tasks the live server queues
+    run at once in the request that queued them (Celery's eager mode: a dataset version's analysis, a run's first
+    dispatch), and a thread runs the level-triggered reconcile passes of runs and services (starting replicas probed
+    until ready; what the agent process queues is left to them) every half second instead of every 10 s.
+
+    Not a Celery worker process: with Redis (CI) or the folder broker every test process shares one queue, and a
+    worker would take other tests' tasks and run them against this test's database.
+    """
+    from apps.jobs import orchestrator
+    from apps.serving.services import rollout
+    from portal.celery import app
+
+    stop = threading.Event()
+
+    def passes() -> None:
+        try:
+            while not stop.is_set():
+                for reconcile in (orchestrator.reconcile, rollout.reconcile):
+                    try:
+                        reconcile()
+                    except Exception:  # what a periodic task does too: log, and try again next time
+                        logger.exception("%s failed", reconcile.__qualname__)
+                stop.wait(0.5)
+        finally:
+            connections.close_all()
+
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    thread = threading.Thread(target=passes, name="e2e-beat", daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=30)
+    app.conf.task_always_eager = eager
 
 
 @dataclass
@@ -85,17 +127,43 @@ class Watch:
     page_errors: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
     other_hosts: list[str] = field(default_factory=list)
+    bodiless: set = field(default_factory=set)  # requests answered with no body by definition (HEAD, 204, 304)
+    page_loads: int = 0  # navigations of the page that started
+    sent_during: dict = field(default_factory=dict)  # request → page_loads when it was sent
+    aborted: list = field(default_factory=list)  # requests Chromium cancelled (see on_request_failed)
 
     def on_request(self, request) -> None:
         parts = urlsplit(request.url)
         if parts.scheme in ("http", "https", "ws", "wss") and f"{parts.hostname}:{parts.port}" != self.origin:
             self.other_hosts.append(request.url)
+        if request.is_navigation_request() and request.frame.parent_frame is None:
+            self.page_loads += 1
+        self.sent_during[request] = self.page_loads
+
+    def on_response(self, response) -> None:
+        if response.request.method == "HEAD" or response.status in (204, 304):
+            self.bodiless.add(response.request)
+
+    def on_request_failed(self, request) -> None:
+        """net::ERR_ABORTED is Chromium cancelling a request, not a request failing: kept unless the answer came
+        without a body by definition (Chromium reports those aborted once their headers arrived, playwright#32752),
+        it was a page load that another one replaced, or the page it was loading for was left meanwhile (a click
+        while scripts still load, a page reloading itself). Which it was is decided at the end (`problems`): the
+        navigation that cut a fetch off can be reported after the fetch's failure."""
+        if request.failure == "net::ERR_ABORTED":
+            if request not in self.bodiless and not request.is_navigation_request():
+                self.aborted.append(request)
+            return
+        self.failed_requests.append(f"{request.method} {request.url}: {request.failure}")
 
     def problems(self) -> dict[str, list[str]]:
+        cut_short = [  # cancelled although the page that sent them stayed: a request the page itself gave up
+            f"{r.method} {r.url}: {r.failure}" for r in self.aborted if self.sent_during.get(r, 0) == self.page_loads
+        ]
         found = {
             "console errors": self.console_errors,
             "uncaught exceptions": self.page_errors,
-            "failed requests": self.failed_requests,
+            "failed requests": self.failed_requests + cut_short,
             "requests to other hosts": self.other_hosts,
         }
         return {kind: items for kind, items in found.items() if items}
@@ -149,8 +217,9 @@ def browsing(request, live_asgi, monkeypatch) -> Iterator[Browsing]:
         page = context.new_page()
         page.on("console", lambda message: message.type == "error" and watch.console_errors.append(message.text))
         page.on("pageerror", lambda error: watch.page_errors.append(str(error)))
-        page.on("requestfailed", lambda r: watch.failed_requests.append(f"{r.method} {r.url}: {r.failure}"))
+        page.on("requestfailed", watch.on_request_failed)
         page.on("request", watch.on_request)
+        page.on("response", watch.on_response)
         browsing = Browsing(page=page, base_url=live_asgi.url, watch=watch, name=name)
         try:
             yield browsing

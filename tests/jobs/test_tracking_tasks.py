@@ -72,3 +72,36 @@ def test_a_token_of_another_project_cannot_register_into_this_one(live_asgi, spl
     assert register.returncode == 1
     assert "RESOURCE_DOES_NOT_EXIST" in register.stderr  # project A's run does not exist for project B
     assert not ModelVersion.objects.filter(registered_model__project=other).exists()
+
+
+def test_a_random_forest_logs_its_train_accuracy_over_its_trees(live_asgi, split, tmp_path):
+    """The experiment run's page draws a chart only for a metric with several steps (a single value is in the
+    table): a forest's accuracy with its first k trees is that curve, ending at its train accuracy."""
+    owner = UserFactory(username="alice")
+    project = ProjectFactory(owner=owner, slug="project-a")
+    _token, raw = create_token(owner, name="task", project=project)
+    train = run_task(
+        "sklearn_train", tmp_path / "train", "--model", "random_forest", "--n_estimators", "12",
+        inputs={"split": split}, MLFLOW_TRACKING_URI=live_asgi.url, MLFLOW_TRACKING_TOKEN=raw,
+    )  # fmt: skip
+    assert train.returncode == 0, train.stderr
+    run = Run.objects.get(run_uuid=json.loads((tmp_path / "train" / "tracking.json").read_text())["run_id"])
+    points = list(run.metrics.filter(key="train_accuracy").order_by("step").values_list("step", "value"))
+    assert [step for step, _value in points] == list(range(1, 13))
+    assert all(0 < value <= 1 for _step, value in points)
+    recorded = json.loads((tmp_path / "train" / "params.json").read_text())["train_accuracy"]
+    assert points[-1][1] == pytest.approx(recorded)  # all twelve trees: the forest's own prediction
+    assert run.latest_metrics.get(key="train_accuracy").value == pytest.approx(recorded)
+
+
+def test_a_logistic_regression_logs_one_train_accuracy(live_asgi, split, tmp_path):
+    owner = UserFactory(username="alice")
+    project = ProjectFactory(owner=owner, slug="project-a")
+    _token, raw = create_token(owner, name="task", project=project)
+    train = run_task(
+        "sklearn_train", tmp_path / "train", inputs={"split": split},
+        MLFLOW_TRACKING_URI=live_asgi.url, MLFLOW_TRACKING_TOKEN=raw,
+    )  # fmt: skip
+    assert train.returncode == 0, train.stderr
+    run = Run.objects.get(run_uuid=json.loads((tmp_path / "train" / "tracking.json").read_text())["run_id"])
+    assert list(run.metrics.filter(key="train_accuracy").values_list("step", flat=True)) == [0]

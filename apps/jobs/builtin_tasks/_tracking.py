@@ -95,18 +95,25 @@ class Tracking:
         return self.call("POST", "runs/create", body)["run"]["info"]
 
     def log_batch(
-        self, run_id: str, *, params: dict[str, Any] | None = None, metrics: dict[str, float] | None = None
+        self,
+        run_id: str,
+        *,
+        params: dict[str, Any] | None = None,
+        metrics: dict[str, float] | None = None,
+        history: dict[str, dict[int, float]] | None = None,
     ) -> None:
+        """Params, metrics at step 0, and `history`: metrics as {step: value} (at most 1000 points in all)."""
         now = int(time.time() * 1000)
+        points = [{"key": k, "value": float(v), "timestamp": now, "step": 0} for k, v in (metrics or {}).items()]
+        for key, values in (history or {}).items():
+            points += [{"key": key, "value": float(v), "timestamp": now, "step": int(s)} for s, v in values.items()]
         self.call(
             "POST",
             "runs/log-batch",
             {
                 "run_id": run_id,
                 "params": [{"key": k, "value": str(v)} for k, v in (params or {}).items()],
-                "metrics": [
-                    {"key": k, "value": float(v), "timestamp": now, "step": 0} for k, v in (metrics or {}).items()
-                ],
+                "metrics": points,
             },
         )
 
