@@ -11,7 +11,7 @@ PORT ?= 8000
 PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages clean help
+.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium clean help
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
@@ -89,7 +89,7 @@ var/secret_key:
 	@mkdir -p var
 	@umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-migrate: install notebook-env var/secret_key
+migrate: install notebook-env var/secret_key compilemessages
 	$(PY) manage.py migrate --noinput
 	@if [ -z "$$REDIS_URL" ]; then $(PY) manage.py migrate --noinput --database channels; fi
 
@@ -106,7 +106,23 @@ run: demo vendor-if-needed
 # Tests keep their state (SQLite files, broker folder, task outputs) apart from a running portal's var/.
 TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}
 
-test: dev-install notebook-env var/secret_key
+# The browser tests (tests/e2e) drive Debian's Chromium, installed from Debian's packages when missing (never
+# `playwright install`, which downloads a browser of its own), with a CJK font so that the screenshots of pages in
+# Chinese are legible. CI runs as root; elsewhere run `make chromium` as root once.
+CHROMIUM ?= /usr/bin/chromium
+CHROMIUM_PACKAGES = chromium fonts-wqy-zenhei
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	    echo "make chromium: $(CHROMIUM) is missing and apt-get cannot install it here (needs Debian and root)." >&2; \
+	    echo "  As root: apt-get install -y $(CHROMIUM_PACKAGES)   (the browser tests in tests/e2e need it)" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "make chromium: installing $(CHROMIUM_PACKAGES) from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES); \
+	fi
+
+test: dev-install notebook-env var/secret_key compilemessages chromium
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 test-smoke: dev-install var/secret_key
@@ -151,9 +167,26 @@ vendor-if-needed:
 	  else echo "static/vendor is older than package-lock.json, and npm is not installed: using the committed files."; fi; \
 	fi
 
-messages:
-	$(PY) manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore 'node_modules/*'
-	$(PY) manage.py compilemessages --ignore '.venv/*'
+# Translations (docs/i18n.md). `make messages` re-reads every marked string into the .po files (then translate
+# the new entries) and compiles them. The .mo files are committed, so a machine without GNU gettext still shows
+# every language; `compilemessages` (a step of migrate and test) recompiles only when a .po is newer than its .mo
+# and msgfmt is installed. tests/i18n/test_translations.py runs the same makemessages.
+MAKEMESSAGES = $(PY) manage.py makemessages -l zh_Hans --no-obsolete --add-location file \
+	--ignore 'node_modules/*' --ignore 'var/*' --ignore 'static/vendor/*' --ignore 'tests/*' --ignore 'bench/*'
+COMPILEMESSAGES = $(PY) manage.py compilemessages -v 0 \
+	--ignore '.*' --ignore 'node_modules' --ignore 'var' --ignore 'static' --ignore 'tests'
+LOCALE_PO = $(wildcard locale/*/LC_MESSAGES/*.po)
+
+messages: install var/secret_key
+	$(MAKEMESSAGES) -d django
+	$(MAKEMESSAGES) -d djangojs
+	$(COMPILEMESSAGES)
+
+compilemessages: install var/secret_key
+	@stale="$$(for po in $(LOCALE_PO); do if [ "$$po" -nt "$${po%.po}.mo" ]; then echo "$$po"; fi; done)"; \
+	if [ -z "$$stale" ]; then :; \
+	elif command -v msgfmt >/dev/null; then echo "compilemessages:" $$stale; $(COMPILEMESSAGES); \
+	else echo "GNU gettext (msgfmt) is not installed: using the committed .mo files for" $$stale; fi
 
 clean:
 	rm -rf var/staticfiles var/celery .pytest_cache

@@ -1,8 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.accounts.api.views import ProfileView
+from apps.accounts.views import set_language
 from apps.notebooks.proxy import notebook_proxy
 from portal.api import router
 from portal.health import healthz, readyz
@@ -33,5 +35,8 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("", include("django_prometheus.urls")),
-    path("i18n/", include("django.conf.urls.i18n")),
+    # The language switcher (Django's set_language, which also saves a signed-in user's preference).
+    path("i18n/setlang/", set_language, name="set_language"),
+    # The `djangojs` catalogue of static/js (gettext() in the browser), in the request's language.
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
 ]

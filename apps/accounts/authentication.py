@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from apps.accounts.middleware import apply_user_language
 from apps.accounts.models import ApiToken
 from apps.accounts.services import authenticate_token
 
@@ -34,6 +35,8 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         token = authenticate_token(raw)
         if token is None:
             raise exceptions.AuthenticationFailed(_("Invalid, expired or revoked token."))
+        # The session middleware saw no user for a token request: the token's user's language applies from here.
+        apply_user_language(getattr(request, "_request", request), token.user)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

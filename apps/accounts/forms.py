@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils.translation import get_language_info
 from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import ApiToken
@@ -10,10 +11,25 @@ from apps.projects.models import Project
 from portal.lib.forms import StyledFormMixin
 
 
+def language_choices() -> list[tuple[str, str]]:
+    """Each language in its own words ("English", "简体中文"), so that anyone finds theirs whatever the page's
+    language; the empty choice follows the browser."""
+    return [("", _("Same as the browser"))] + [
+        (code, get_language_info(code)["name_local"]) for code, _name in settings.LANGUAGES
+    ]
+
+
 class ProfileForm(StyledFormMixin, forms.ModelForm):
+    language = forms.ChoiceField(
+        label=_("Language"),
+        choices=language_choices,
+        required=False,
+        help_text=_("The language of the pages, messages and API errors, on every device you sign in from."),
+    )
+
     class Meta:
         model = get_user_model()
-        fields = ["first_name", "last_name", "email"]
+        fields = ["first_name", "last_name", "email", "language"]
 
     def clean_email(self) -> str:
         email = self.cleaned_data["email"]

@@ -16,7 +16,20 @@ TOKEN_PREFIX = "mlp_"
 
 
 class User(AbstractUser):
-    """A person (or robot) using the portal. Email is unique when given, so invites may use it."""
+    """A person (or robot) using the portal. Email is unique when given, so invites may use it.
+
+    `language` is the user's choice of interface language (apps.accounts.middleware applies it to every request);
+    empty follows the browser (the language cookie, then Accept-Language).
+    """
+
+    language = models.CharField(
+        _("language"),
+        max_length=10,
+        blank=True,
+        default="",
+        choices=settings.LANGUAGES,
+        help_text=_("Empty: the language of the browser."),
+    )
 
     class Meta:
         constraints = [
@@ -27,6 +40,11 @@ class User(AbstractUser):
 
     def __str__(self) -> str:
         return self.username
+
+    @property
+    def interface_language(self) -> str:
+        """The language to write to this user in when no request says it (notifications, e-mails)."""
+        return self.language or settings.LANGUAGE_CODE
 
 
 def hash_token(raw: str) -> str:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
+from django.views import i18n
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts import services
 from apps.accounts.forms import ProfileForm, TokenForm
+from apps.accounts.middleware import apply_user_language
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.throttles import TokenCreateRateThrottle, throttled, too_many_requests
 from apps.projects.permissions import projects_for
@@ -25,9 +28,23 @@ def profile(request: HttpRequest) -> HttpResponse:
     form = ProfileForm(request.POST or None, instance=request.user)
     if request.method == "POST" and form.is_valid():
         form.save()
+        apply_user_language(request, request.user)  # the message below, and the pages after, in the new language
         messages.success(request, _("Profile saved."))
         return redirect("accounts:profile")
     return render(request, "accounts/profile.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@require_http_methods(["POST"])
+def set_language(request: HttpRequest) -> HttpResponse:
+    """The language switcher: Django's set_language (the cookie, then back to `next`), and for a signed-in user
+    the saved preference too, which UserLanguageMiddleware applies on every request (and from any browser)."""
+    code = request.POST.get("language", "")
+    if code not in dict(settings.LANGUAGES):
+        return HttpResponseBadRequest(_("Unknown language “%(code)s”.") % {"code": code[:20]})
+    if request.user.is_authenticated and request.user.language != code:
+        request.user.language = code
+        request.user.save(update_fields=["language"])
+    return i18n.set_language(request)
 
 
 @login_required

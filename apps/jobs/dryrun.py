@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from apps.jobs.dispatcher import _task_env, build_workload, registry_images
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, TaskRun
@@ -59,13 +60,18 @@ def choose_cluster(project, name: str = "") -> tuple[Any, str]:
     names the choices when there is no such cluster, or none at all."""
     choices = cluster_choices(project)
     if not choices:
-        raise LookupError("no Kubernetes cluster is registered; an administrator adds one on the Clusters page")
+        raise LookupError(
+            gettext("no Kubernetes cluster is registered; an administrator adds one on the Clusters page")
+        )
     if not name:
         return choices[0]
     for cluster, namespace in choices:
         if cluster.name == name:
             return cluster, namespace
-    raise LookupError(f"no cluster {name!r} for this project; choose one of: {', '.join(c.name for c, _ in choices)}")
+    raise LookupError(
+        gettext("no cluster “%(name)s” for this project; choose one of: %(choices)s")
+        % {"name": name, "choices": ", ".join(c.name for c, _ns in choices)}
+    )
 
 
 def pipeline_workloads(pipeline: Pipeline, pool: Pool) -> list[tuple[str, Workload]]:

@@ -18,6 +18,7 @@ urlpatterns = [
     path("p/<slug:project>/pipelines/<int:pk>/manifests/", pipelines.pipeline_manifests, name="pipeline-manifests"),
     path("p/<slug:project>/runs/", runs.run_list, name="run-list"),
     path("p/<slug:project>/runs/<int:pk>/", runs.run_detail, name="run-detail"),
+    path("p/<slug:project>/runs/<int:pk>/summary/", runs.run_summary, name="run-summary"),
     path("p/<slug:project>/runs/<int:pk>/cancel/", runs.run_cancel, name="run-cancel"),
     path("p/<slug:project>/runs/<int:pk>/rerun/", runs.run_rerun, name="run-rerun"),
     path("p/<slug:project>/runs/<int:pk>/logs/", logs.log_viewer, name="run-logs"),

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 import requests
 from django.conf import settings
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -133,22 +133,24 @@ def cull_idle_notebooks(now: datetime | None = None) -> dict[str, int]:
             minutes = int(idle.total_seconds() // 60)
             reason = _("stopped after %(n)d minutes idle") % {"n": minutes}
             services.stop_notebook(nb, reason=reason)
-            notify(
-                nb.owner,
-                _("Notebook %(name)s in %(project)s was %(reason)s; its files are kept.")
-                % {"name": nb.name, "project": nb.project.name, "reason": reason},
-                url=services.page_url(nb),
-            )
+            with translation.override(nb.owner.interface_language):  # in the words of the one who reads it
+                message = _("Notebook %(name)s in %(project)s was %(reason)s; its files are kept.") % {
+                    "name": nb.name,
+                    "project": nb.project.name,
+                    "reason": _("stopped after %(n)d minutes idle") % {"n": minutes},
+                }
+            notify(nb.owner, message, url=services.page_url(nb))
             stopped += 1
         elif idle >= timeout - warning and nb.idle_warned_at is None and not active_now:
             left = max(int((timeout - idle).total_seconds() // 60), 1)
-            message = ngettext(
-                "Notebook %(name)s in %(project)s has been idle for %(idle)d minutes and will be stopped in about "
-                "%(left)d minute. Run something in it to keep it.",
-                "Notebook %(name)s in %(project)s has been idle for %(idle)d minutes and will be stopped in about "
-                "%(left)d minutes. Run something in it to keep it.",
-                left,
-            )
+            with translation.override(nb.owner.interface_language):
+                message = ngettext(
+                    "Notebook %(name)s in %(project)s has been idle for %(idle)d minutes and will be stopped in about "
+                    "%(left)d minute. Run something in it to keep it.",
+                    "Notebook %(name)s in %(project)s has been idle for %(idle)d minutes and will be stopped in about "
+                    "%(left)d minutes. Run something in it to keep it.",
+                    left,
+                )
             idle_minutes = int(idle.total_seconds() // 60)
             values = {"name": nb.name, "project": nb.project.name, "idle": idle_minutes, "left": left}
             notify(nb.owner, message % values, url=services.page_url(nb))

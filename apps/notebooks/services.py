@@ -27,13 +27,13 @@ from apps.notebooks import workspace
 from apps.notebooks.capacity import check_quota_in_use, place
 from apps.notebooks.launch import build_workload
 from apps.notebooks.models import Notebook
+from apps.projects.events import publish_event
 from apps.projects.models import Project, slug_validator
 from apps.projects.permissions import CHANGE, CONTRIBUTE, has_project_perm
 from apps.projects.services import UNCHANGED, validate_idle_timeout
 from apps.runtime.base import get_runtime
 from apps.runtime.local.launch import free_port
 from apps.runtime.workload import Phase, Status, parse_memory
-from portal.lib.publish import publish
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +284,8 @@ def delete_notebook(notebook: Notebook) -> None:
     """Stop it and forget it; the owner's files stay in their folder (other notebooks of theirs use it too)."""
     stop_notebook(notebook)
     Notebook.objects.filter(pk=notebook.pk).delete()
+    gone = {"status": "deleted", "reason": "", "last_activity": None}
+    transaction.on_commit(lambda: publish_event(notebook.project_id, "notebook", notebook.pk, **gone))
 
 
 def revoke_api_token(nb: Notebook) -> None:
@@ -370,22 +372,16 @@ def server_started(pk: int, handle: str) -> None:
         logger.warning("could not queue the readiness check of notebook %s", pk, exc_info=True)
 
 
-def group_name(pk: int) -> str:
-    return f"notebooks.notebook.{pk}"
-
-
 def publish_status(nb: Notebook) -> None:
-    message = {
-        "type": "notebook.status",
-        "notebook": nb.pk,
-        "status": nb.status,
-        "reason": nb.reason,
-        "last_activity": nb.last_activity.isoformat() if nb.last_activity else None,
-    }
-    try:
-        publish(group_name(nb.pk), message)
-    except Exception:  # the state is stored; pages poll it too
-        logger.warning("could not publish the status of notebook %s", nb.pk, exc_info=True)
+    """Tell the project's open pages (list and notebook page, over its events socket) how the notebook is now."""
+    publish_event(
+        nb.project_id,
+        "notebook",
+        nb.pk,
+        status=nb.status,
+        reason=nb.reason,
+        last_activity=nb.last_activity.isoformat() if nb.last_activity else None,
+    )
 
 
 def page_url(nb: Notebook) -> str:

@@ -22,8 +22,6 @@ from apps.projects.models import Project
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm
 from apps.projects.services import UNCHANGED
 
-TRANSITIONAL = (Notebook.Status.STARTING, Notebook.Status.STOPPING)
-
 
 class Row:
     """A notebook as a page shows it, with what the viewer may do to it."""
@@ -59,7 +57,6 @@ def notebook_list(request: HttpRequest, project: Project) -> HttpResponse:
     context = {
         "project": project,
         "rows": rows,
-        "polling": any(r.notebook.status in TRANSITIONAL for r in rows),
         "can_create": has_project_perm(request.user, project, CONTRIBUTE),
     }
     if request.htmx:
@@ -90,7 +87,7 @@ def notebook_create(request: HttpRequest, project: Project) -> HttpResponse:
 
 def _detail_context(request: HttpRequest, project: Project, notebook: Notebook) -> dict[str, Any]:
     row = _rows(request, project, [notebook])[0]
-    return {"project": project, "notebook": notebook, "row": row, "polling": notebook.status in TRANSITIONAL}
+    return {"project": project, "notebook": notebook, "row": row}
 
 
 @project_view(VIEW, model=Notebook, methods=("GET",))
@@ -103,7 +100,8 @@ def notebook_detail(request: HttpRequest, project: Project, notebook: Notebook) 
 
 @project_view(VIEW, model=Notebook, methods=("GET",))
 def notebook_status(request: HttpRequest, project: Project, notebook: Notebook) -> HttpResponse:
-    """The live part of the notebook's page (htmx polls it while the notebook starts or stops)."""
+    """The live part of the notebook's page, fetched again when the project's events socket says the notebook
+    changed (static/js/live.js)."""
     return render(request, "notebooks/partials/status.html", _detail_context(request, project, notebook))
 
 

@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from apps.projects import permissions, services
 from apps.projects.models import Membership, Project, ProjectSecret, Quota
@@ -132,11 +133,11 @@ class ProjectSecretAdminForm(forms.ModelForm):
     it. `value` is excluded from the model form, so nothing renders or overwrites it except `save` below."""
 
     new_value = forms.CharField(
-        label="value",
+        label=_("value"),
         required=False,
         strip=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Write-only. Leave empty to keep the stored value.",
+        help_text=_("Write-only. Leave empty to keep the stored value."),
     )
 
     class Meta:
@@ -146,7 +147,7 @@ class ProjectSecretAdminForm(forms.ModelForm):
     def clean_new_value(self) -> str:
         value = self.cleaned_data.get("new_value", "")
         if not value and self.instance.pk is None:
-            raise forms.ValidationError("A secret needs a value.")
+            raise forms.ValidationError(_("A secret needs a value."))
         return value
 
     def save(self, commit: bool = True) -> ProjectSecret:

@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from apps.accounts.services import notify
@@ -147,12 +148,13 @@ def invite_member(project: Project, actor: Any, identifier: str, role: int) -> M
         if Membership.objects.select_for_update().filter(project=project, user=user).exists():
             raise ValidationError({"user": [_("%(user)s is already a member of this project.") % {"user": user}]})
         membership = _set_role(project, user, role)
-        notify(
-            user,
-            _("%(actor)s added you to %(project)s as %(role)s.")
-            % {"actor": actor, "project": project.name, "role": Role(role).label},
-            _members_url(project),
-        )
+        with translation.override(user.interface_language):  # in the words of the one who reads it
+            message = _("%(actor)s added you to %(project)s as %(role)s.") % {
+                "actor": actor,
+                "project": project.name,
+                "role": Role(role).label,
+            }
+        notify(user, message, _members_url(project))
     return membership
 
 
@@ -164,12 +166,12 @@ def change_role(membership: Membership, actor: Any, role: int) -> Membership:
             _ensure_another_owner(membership)
         membership = _set_role(membership.project, membership.user, role)
         if membership.user != actor:
-            notify(
-                membership.user,
-                _("Your role in %(project)s is now %(role)s.")
-                % {"project": membership.project.name, "role": Role(role).label},
-                _members_url(membership.project),
-            )
+            with translation.override(membership.user.interface_language):
+                message = _("Your role in %(project)s is now %(role)s.") % {
+                    "project": membership.project.name,
+                    "role": Role(role).label,
+                }
+            notify(membership.user, message, _members_url(membership.project))
     return membership
 
 
@@ -204,5 +206,7 @@ def transfer_ownership(project: Project, actor: Any, identifier: str) -> Members
         new_owner = _set_role(project, user, Role.OWNER)
         if Membership.objects.filter(project=project, user=actor).exists():
             _set_role(project, actor, Role.ADMIN)
-        notify(user, _("You are now an owner of %(project)s.") % {"project": project.name}, _members_url(project))
+        with translation.override(user.interface_language):
+            message = _("You are now an owner of %(project)s.") % {"project": project.name}
+        notify(user, message, _members_url(project))
     return new_owner

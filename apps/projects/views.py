@@ -7,13 +7,12 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from apps.projects import secrets, services
+from apps.projects import dashboards, secrets, services
 from apps.projects.access import project_view
 from apps.projects.forms import (
     InviteForm,
@@ -44,13 +43,20 @@ def run_service(form: forms.Form, service: Callable[..., Any], *args: Any, **kwa
 @login_required
 @require_http_methods(["GET"])
 def dashboard(request: HttpRequest) -> HttpResponse:
-    memberships = (
-        Membership.objects.filter(user=request.user, project__in=Project.objects.for_user(request.user))
-        .select_related("project")
-        .annotate(member_count=Count("project__memberships"))
-        .order_by("project__name")
-    )
-    return render(request, "projects/dashboard.html", {"memberships": memberships})
+    """Home: my projects, my active and recent runs (live progress), my notebooks and my projects' services. An
+    htmx request gets the notebooks-and-services section alone (the page redraws it from there on a project's
+    notebook or service event)."""
+    if request.htmx:
+        return render(request, "projects/partials/home_workspaces.html", dashboards.workspaces(request.user))
+    home = dashboards.home(request.user)
+    context = {
+        "home": home,
+        "memberships": home.memberships,
+        "live_projects": home.live_projects,
+        **{key: getattr(home, key) for key in ("notebooks", "notebook_count", "services", "service_count")},
+        "status_labels": dashboards.run_status_labels(),
+    }
+    return render(request, "projects/dashboard.html", context)
 
 
 @login_required
@@ -89,8 +95,9 @@ def project_overview(request: HttpRequest, project: Project) -> HttpResponse:
             "project": project,
             "my_role": Role(my_role).label if my_role else None,
             "member_count": project.memberships.count(),
-            "can_change": has_project_perm(request.user, project, CHANGE),
-            "can_delete": has_project_perm(request.user, project, DELETE),
+            "stats": dashboards.overview(project),
+            "window_days": dashboards.WINDOW_DAYS,
+            "status_labels": dashboards.run_status_labels(),
         },
     )
 

@@ -45,6 +45,24 @@ class ClusterForm(StyledFormMixin, forms.ModelForm):
             "rdma_resource", "volcano_queue", "work_volume_claim",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+        # The model's fields have no verbose names (a migration each): the page's words are here.
+        labels = {
+            "name": _("Name"),
+            "description": _("Description"),
+            "enabled": _("Enabled"),
+            "in_cluster": _("In-cluster"),
+            "context": _("Context"),
+            "version": _("Kubernetes version"),
+            "default_namespace": _("Default namespace"),
+            "node_selector": _("Node selector"),
+            "resource_group_label": _("Resource group label"),
+            "gpu_resource": _("GPU resource"),
+            "gpu_type_label": _("GPU type label"),
+            "vgpu_resources": _("vGPU resources"),
+            "rdma_resource": _("RDMA resource"),
+            "volcano_queue": _("Volcano queue"),
+            "work_volume_claim": _("Work volume claim"),
+        }
 
     # `kubeconfig` is not in Meta.fields, so the model form neither fills it from the instance (a stored one
     # never reaches the browser) nor copies it onto the instance (the service decides whether to keep it).

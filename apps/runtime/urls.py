@@ -5,6 +5,7 @@ from apps.runtime import views
 app_name = "runtime"
 
 urlpatterns = [
+    path("capacity/", views.capacity, name="capacity"),
     path("clusters/", views.cluster_list, name="cluster-list"),
     path("clusters/new/", views.cluster_create, name="cluster-create"),
     path("clusters/<slug:name>/", views.cluster_detail, name="cluster-detail"),

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import VIEW
-from apps.runtime import services
+from apps.runtime import services, usage
 from apps.runtime.api.filters import ClusterFilterSet
 from apps.runtime.forms import BindingForm, ClusterForm
 from apps.runtime.models import Cluster, KubeWorkload, ProjectCluster
@@ -155,3 +155,11 @@ def project_clusters(request: HttpRequest, project: Project) -> HttpResponse:
     context = {"project": project, "bindings": bindings, "is_admin": services.is_platform_admin(request.user)}
     template = "runtime/partials/project_clusters.html" if request.htmx else "runtime/project_clusters.html"
     return render(request, template, context)
+
+
+@login_required
+@require_http_methods(["GET"])
+def capacity(request: HttpRequest) -> HttpResponse:
+    """This machine's agents and the visible clusters: CPU, memory and GPUs, and who holds them. Platform admins see
+    every project's holders; others see their own projects' and the rest as one "other projects" total."""
+    return render(request, "runtime/capacity.html", {"capacity": usage.capacity(request.user)})

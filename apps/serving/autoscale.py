@@ -98,7 +98,7 @@ def scale_revision(revision: Revision, value: float | None, now: datetime | None
             Revision.objects.filter(pk=revision.pk).update(desired_replicas=current, low_since=low_since)
     if changed:
         logger.info("service %s r%s: %s replicas (measured %s)", service.pk, revision.number, current, value)
-        advance(service.pk)
+        advance(service.pk, changed=True)
     return current
 
 

@@ -75,7 +75,7 @@ class ServiceForm(StyledFormMixin, forms.Form):
         label=_("Target per replica"),
         initial="8",
         max_length=6,
-        help_text=_("Concurrent requests, or CPU % of the request."),
+        help_text=_("Concurrent requests, or CPU use in percent of the request."),
     )
     auth = forms.ChoiceField(label=_("Authentication"), choices=InferenceService.Auth.choices)
 

@@ -45,7 +45,7 @@ def cancel_replicas(replica_ids: list[int]) -> None:
     """Stop the processes of replicas that have drained."""
     replicas.cancel_due(replica_ids, force=True)
     for service_id in set(Replica.objects.filter(pk__in=replica_ids).values_list("revision__service_id", flat=True)):
-        rollout.advance(service_id)
+        rollout.advance(service_id, changed=True)  # drained replicas stopped
 
 
 @shared_task(ignore_result=True)

@@ -22,9 +22,9 @@ from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 from apps.serving import services
 from apps.serving.forms import ServiceForm, example_request, memory_text
 from apps.serving.models import InferenceService, Replica, Revision
+from apps.serving.services.events import TRANSITIONAL
 from apps.serving.services.metrics import requests_per_second
 
-TRANSITIONAL = (InferenceService.Status.DEPLOYING, InferenceService.Status.DEGRADED)
 METADATA_TIMEOUT = 2.0
 
 
@@ -72,7 +72,6 @@ def service_list(request: HttpRequest, project: Project) -> HttpResponse:
     context = {
         "project": project,
         "rows": rows,
-        "polling": any(r.service.status in TRANSITIONAL for r in rows),
         "can_create": has_project_perm(request.user, project, CONTRIBUTE),
     }
     if request.htmx:
@@ -145,7 +144,9 @@ def _context(request: HttpRequest, project: Project, service: InferenceService) 
         "rolling": [r for r in revisions if r.status == Revision.Status.ROLLING_OUT],
         "can_change": has_project_perm(request.user, project, CONTRIBUTE),
         "memory": memory_text(service.memory_bytes),
-        "polling": service.status in TRANSITIONAL or any(r.status == Revision.Status.ROLLING_OUT for r in revisions),
+        # As the project's events say it (apps/serving/services/events.py): the page redraws what serves once it is.
+        "settled": not any(r.status == Revision.Status.ROLLING_OUT for r in revisions)
+        and service.status not in TRANSITIONAL,
         "roles": Revision.Role,
     }
 
@@ -170,7 +171,9 @@ def _render_detail(request: HttpRequest, project: Project, service: InferenceSer
 
 @project_view(VIEW, model=InferenceService, methods=("GET",))
 def service_status(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
-    """The live part of the page (status, rollout, replicas), polled by htmx while something moves."""
+    """The live part of the page (status, rollout, replicas), fetched again whenever the project's events socket
+    says the service changed (static/js/live.js). Once a rollout settles, the page also fetches itself and swaps in
+    the parts drawn from what serves (the console, the revisions, the canary and shadow controls): no reload."""
     return render(request, "serving/partials/status.html", _context(request, project, service))
 
 

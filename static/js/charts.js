@@ -68,16 +68,16 @@
           tooltip: { trigger: "axis", renderMode: "richText" },
           legend: many ? { type: "scroll", top: 22 } : { show: false },
           grid: { left: 56, right: 16, top: many ? 56 : 36, bottom: 36 },
-          xAxis: { type: "value", name: el.dataset.xLabel || "step", nameLocation: "middle", nameGap: 24, min: "dataMin", max: "dataMax" },
+          xAxis: { type: "value", name: el.dataset.xLabel || gettext("step"), nameLocation: "middle", nameGap: 24, min: "dataMin", max: "dataMax" },
           yAxis: { type: "value", scale: true },
           dataZoom: [{ type: "inside" }],
           series: series,
         });
-        if (total > shown) note(el, shown + " / " + total + " " + (el.dataset.msgDownsampled || "points (downsampled)"));
-        else note(el, total + " " + (el.dataset.msgPoints || "points"));
+        if (total > shown) note(el, shown + " / " + total + " " + (el.dataset.msgDownsampled || gettext("points (downsampled)")));
+        else note(el, total + " " + (el.dataset.msgPoints || gettext("points")));
       })
       .catch(function (error) {
-        el.textContent = (el.dataset.msgError || "Could not load the series:") + " " + error.message;
+        el.textContent = (el.dataset.msgError || gettext("Could not load the series:")) + " " + error.message;
         el.classList.add("text-danger", "small");
         el.style.height = "auto";
       });
@@ -125,6 +125,115 @@
     });
   }
 
+  // A pipeline run's resource usage ([data-usage-charts] on the run page): CPU % and resident memory of each task
+  // attempt over time, from the runs API's usage action (downsampled on the server to a few hundred points per
+  // task). While the run is active (the API says so) it is fetched again every few seconds: the agent stores its
+  // samples ten at a time, so there is nothing newer to push sooner; a finished run is fetched once.
+  const USAGE_POLL_MS = 5000;
+  const MIB = 1024 * 1024;
+
+  function drawUsage(box) {
+    const section = box.closest("section") || box.parentElement;
+    const noteEl = section.querySelector("[data-usage-note]");
+    const cpuEl = box.querySelector('[data-usage="cpu"]');
+    const rssEl = box.querySelector('[data-usage="rss"]');
+    let cpuChart = null;
+    let rssChart = null;
+    let timer = null;
+
+    function say(text) {
+      if (noteEl) noteEl.textContent = text;
+    }
+
+    function option(title, unit, series) {
+      return {
+        animation: false,
+        title: { text: title, left: 4, textStyle: { fontSize: 13, fontWeight: 600 } },
+        tooltip: { trigger: "axis", renderMode: "richText", valueFormatter: function (v) { return v + " " + unit; } },
+        legend: series.length > 1 ? { type: "scroll", top: 22 } : { show: false },
+        grid: { left: 56, right: 16, top: series.length > 1 ? 56 : 36, bottom: 28 },
+        xAxis: { type: "time" },
+        yAxis: { type: "value", min: 0 },
+        dataZoom: [{ type: "inside" }],
+        series: series,
+      };
+    }
+
+    function lines(tasks, key, scale) {
+      return tasks.map(function (task, i) {
+        const name = task.attempt > 1 ? task.node + " #" + task.attempt : task.node;
+        const points = task[key].t.map(function (t, j) {
+          return [t, Math.round((task[key].v[j] / scale) * 10) / 10];
+        });
+        return {
+          name: name,
+          type: "line",
+          color: PALETTE[i % PALETTE.length],
+          data: points,
+          showSymbol: points.length < 40,
+          symbolSize: 4,
+          lineStyle: { width: 1.5 },
+          emphasis: { focus: "series" },
+        };
+      });
+    }
+
+    function draw(data) {
+      if (!data.tasks.length) {
+        box.hidden = true;
+        say(data.active ? gettext("No samples yet: they appear while tasks run.") : gettext("No resource samples were recorded for this run."));
+        return;
+      }
+      box.hidden = false;
+      if (!cpuChart) {
+        cpuChart = echarts.init(cpuEl);
+        rssChart = echarts.init(rssEl);
+        charts.push(cpuChart, rssChart);
+      }
+      cpuChart.setOption(option(gettext("CPU (percent of one core)"), "%", lines(data.tasks, "cpu", 1)), true);
+      rssChart.setOption(option(gettext("Memory (resident, MiB)"), "MiB", lines(data.tasks, "rss", MIB)), true);
+      let total = 0;
+      let shown = 0;
+      data.tasks.forEach(function (task) {
+        total += task.total;
+        shown += task.cpu.t.length;
+      });
+      const count = total > shown ? shown + " / " + total + " " + gettext("samples (downsampled)") : total + " " + gettext("samples");
+      say(count + (data.active ? " · " + gettext("updating while the run runs") : ""));
+    }
+
+    function load() {
+      timer = null;
+      if (document.hidden) {
+        timer = setTimeout(load, USAGE_POLL_MS); // a tab in the background asks for nothing
+        return;
+      }
+      fetch(box.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) {
+          if (!response.ok) throw new Error(response.status + " " + response.statusText);
+          return response.json();
+        })
+        .then(function (data) {
+          draw(data);
+          if (data.active) timer = setTimeout(load, USAGE_POLL_MS);
+        })
+        .catch(function (error) {
+          say(gettext("Could not load the resource usage:") + " " + error.message);
+          if (box.dataset.active === "1") timer = setTimeout(load, USAGE_POLL_MS * 3);
+        });
+    }
+
+    // The run ended (the run's websocket said so): fetch the last samples now rather than at the next tick.
+    document.addEventListener("portal:run-status", function (event) {
+      if (["succeeded", "failed", "cancelled"].includes(event.detail.status) && timer !== null) {
+        clearTimeout(timer);
+        timer = setTimeout(load, 500);
+      }
+    });
+    load();
+  }
+
+  document.querySelectorAll("[data-usage-charts]").forEach(drawUsage);
   document.querySelectorAll(".metric-chart").forEach(drawMetric);
   const parallel = document.getElementById("parallel-chart");
   const parallelData = document.getElementById("parallel-data");

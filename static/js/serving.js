@@ -67,12 +67,13 @@
           return;
         }
         const series = [];
+        const SERIES = { requests: gettext("requests"), errors: gettext("errors"), p50_ms: "p50", p99_ms: "p99" };
         revisions.forEach(function (number) {
           const points = data.revisions[number];
           const keys = el.dataset.kind === "latency" ? ["p50_ms", "p99_ms"] : ["requests", "errors"];
           keys.forEach(function (key) {
             series.push({
-              name: "r" + number + " " + key.replace("_ms", ""),
+              name: interpolate(gettext("r%(revision)s %(series)s"), { revision: number, series: SERIES[key] }, true),
               type: "line",
               showSymbol: false,
               data: points.t.map(function (t, i) {
@@ -103,5 +104,9 @@
   document.addEventListener("DOMContentLoaded", function () {
     setupConsole();
     document.querySelectorAll(".serving-chart").forEach(drawChart);
+  });
+  // A rollout settled and live.js swapped in the console drawn from what serves now: bind its form.
+  document.addEventListener("portal:live-swapped", function (event) {
+    if (event.target.id === "service-console") setupConsole();
   });
 })();

@@ -53,15 +53,17 @@ def test_the_list_shows_status_activity_and_only_the_owners_actions(world, clien
     assert f"/p/project-a/notebooks/{stopped.pk}/delete/" in html  # an admin may delete it
 
 
-def test_the_list_polls_while_a_notebook_starts(world, client):
+def test_the_list_follows_the_projects_events_instead_of_polling(world, client):
     notebook(world.project_a, world.bob, status="starting")
     html = logged_in(client, world.bob).get("/p/project-a/notebooks/").content.decode()
-    assert 'hx-trigger="every 2s"' in html
+    assert 'data-project-events="/ws/projects/project-a/events/"' in html
+    assert 'data-live="notebook" data-live-url="/p/project-a/notebooks/"' in html
+    assert "hx-trigger" not in html
 
     Notebook.objects.update(status="running")
     html = logged_in(client, world.bob).get("/p/project-a/notebooks/", HTTP_HX_REQUEST="true").content.decode()
-    assert html.startswith('<div id="notebook-table"')
-    assert "every 2s" not in html
+    assert html.startswith('<div id="notebook-table"')  # the fragment live.js swaps in
+    assert 'data-status="running"' in html
 
 
 def test_the_form_shows_field_errors_and_creates(world, client):
@@ -104,8 +106,8 @@ def test_a_failed_notebook_shows_its_reason_and_log(world, client):
     assert "[I ServerApp] starting" in html
     assert f'action="/p/project-a/notebooks/{nb.pk}/settings/"' not in html  # only the owner changes settings
     status = logged_in(client, world.bob).get(f"/p/project-a/notebooks/{nb.pk}/status/").content.decode()
-    assert status.startswith('<div id="notebook-status"')
-    assert "every 2s" not in status
+    assert status.startswith(f'<div id="notebook-status" data-live="notebook:{nb.pk}"')
+    assert "hx-trigger" not in status
     assert f"/p/project-a/notebooks/{nb.pk}/start/" in status
 
 

@@ -122,7 +122,7 @@ def test_the_page_acts_and_says_what_happened(client, world, served, version):
     assert "Rolling out r2; the current revision serves until it is ready." in response.content.decode()
     html = client.get(page("service-status", served)).content.decode()
     assert 'data-rollout="2"' in html
-    assert 'hx-trigger="every 2s"' in html
+    assert f'data-live="service:{served.pk}"' in html  # fetched again on the project's events, not polled
 
     response = client.post(page("service-rollback", served), {"revision": "nope"}, follow=True)
     assert "Give a revision number." in response.content.decode()
@@ -170,3 +170,32 @@ def test_the_console_is_built_from_the_models_metadata(client, world, served, tm
     assert "&quot;shape&quot;: [\n        1,\n        4\n      ]" in html  # an example request of one row
     assert "js/serving.js" in html
     assert "vendor/echarts/echarts.min.js" in html
+
+
+def test_the_page_redraws_what_serves_in_place_once_the_rollout_it_follows_is_over(client, world, version):
+    """The test console, the revisions and the canary controls are drawn with the page: once the project's events
+    say the service settled, live.js fetches the page again and swaps those parts in by id (never a reload)."""
+    heartbeat_agent()
+    service = create_service(world.project_a, world.alice, name="iris", registered_model=version.registered_model,
+                             model_version=1)  # fmt: skip
+    revision = deploy(service, world.alice)
+    client.force_login(world.alice)
+    detail = page("service-detail", service)
+    html = client.get(detail).content.decode()
+    assert 'data-project-events="/ws/projects/project-a/events/"' in html
+    settled = f'data-live="service:{service.pk}" data-live-when="settled" data-live-url="{detail}"'
+    for part in ["service-header", "service-console", "service-canary", "service-shadow", "service-revisions"]:
+        assert f'id="{part}" {settled}' in html, part
+    assert "No replica is ready" in html
+    status = client.get(page("service-status", service), headers={"HX-Request": "true"})
+    assert "HX-Refresh" not in status.headers
+    assert "hx-trigger" not in status.content.decode()
+    assert 'data-live-settled="0"' in status.content.decode()  # drawn while it rolls out
+
+    make_ready(revision)
+    status = client.get(page("service-status", service), headers={"HX-Request": "true"}).content.decode()
+    assert 'data-live-settled="1"' in status  # live.js then fetches the settled parts, even had it missed the event
+    html = client.get(detail, headers={"HX-Request": "true"}).content.decode()  # what live.js fetches
+    assert "No replica is ready" not in html  # the console's part now holds the console (or why it cannot)
+    assert 'id="service-revisions"' in html
+    assert 'data-revision="1"' in html

@@ -59,7 +59,7 @@ class MarkReadSerializer(serializers.Serializer):
 class ProfileSerializer(serializers.ModelSerializer):
     class Meta:
         model = get_user_model()
-        fields = ["id", "username", "email", "first_name", "last_name", "date_joined", "is_staff"]
+        fields = ["id", "username", "email", "first_name", "last_name", "language", "date_joined", "is_staff"]
         read_only_fields = ["id", "username", "date_joined", "is_staff"]
 
     def validate_email(self, value: str) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, mixins, permissions, serializers, viewsets
 from rest_framework.decorators import action
@@ -25,7 +26,7 @@ USER_PERMISSIONS = [permissions.IsAuthenticated, TokenScopePermission]
 class AccountWritePermission(permissions.BasePermission):
     """A token limited to one project is a key to that project, not to the account: it cannot change it."""
 
-    message = "A project token cannot change the account; use an unlimited token or the web pages."
+    message = _("A project token cannot change the account; use an unlimited token or the web pages.")
 
     def has_permission(self, request: Request, view: object) -> bool:
         token = request_token(request)

@@ -87,6 +87,29 @@ class StartRunSerializer(serializers.Serializer):
     pass
 
 
+class UsagePointsSerializer(serializers.Serializer):
+    t = serializers.ListField(child=serializers.IntegerField(), help_text=_("Times, in ms since the epoch."))
+    v = serializers.ListField(child=serializers.FloatField())
+
+
+class TaskUsageSerializer(serializers.Serializer):
+    task = serializers.IntegerField()
+    node = serializers.CharField()
+    attempt = serializers.IntegerField()
+    status = serializers.CharField()
+    total = serializers.IntegerField(help_text=_("Samples stored (before downsampling)."))
+    cpu = UsagePointsSerializer(help_text=_("CPU, in percent of one core."))
+    rss = UsagePointsSerializer(help_text=_("Resident memory, in bytes."))
+
+
+class RunUsageSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    status = serializers.CharField()
+    active = serializers.BooleanField(help_text=_("The run has not finished: more samples may come."))
+    points = serializers.IntegerField()
+    tasks = TaskUsageSerializer(many=True)
+
+
 class RerunSerializer(serializers.Serializer):
     node = serializers.CharField(required=False, help_text=_("Re-run this node and what depends on it."))
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -10,7 +11,7 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.jobs import schedules, services
+from apps.jobs import schedules, services, usage
 from apps.jobs.api.serializers import (
     ImageSerializer,
     JobTemplateSerializer,
@@ -18,6 +19,7 @@ from apps.jobs.api.serializers import (
     PipelineSerializer,
     PipelineYamlSerializer,
     RerunSerializer,
+    RunUsageSerializer,
     ScheduleSerializer,
     TaskRunSerializer,
 )
@@ -40,7 +42,7 @@ class JobTemplateViewSet(ProjectScopedViewSet):
 
     def check_object_permissions(self, request: Request, obj: JobTemplate) -> None:
         if obj.project_id is None and self.action != "retrieve":
-            self.permission_denied(request, message="Built-in templates cannot be changed.")
+            self.permission_denied(request, message=_("Built-in templates cannot be changed."))
         if obj.project_id is not None:
             super().check_object_permissions(request, obj)
 
@@ -48,7 +50,7 @@ class JobTemplateViewSet(ProjectScopedViewSet):
         data = serializer.validated_data
         project = data.get("project")
         if project is None:
-            self.permission_denied(self.request, message="Give the project the template belongs to.")
+            self.permission_denied(self.request, message=_("Give the project the template belongs to."))
         self.check_project(project)
         validate_args_schema(data.get("args_schema") or {})
         latest = JobTemplate.objects.filter(project=project, slug=data["slug"]).order_by("-version").first()
@@ -68,14 +70,14 @@ class ImageViewSet(ProjectScopedViewSet):
 
     def check_object_permissions(self, request: Request, obj: Image) -> None:
         if obj.project_id is None and self.action != "retrieve":
-            self.permission_denied(request, message="Built-in images cannot be changed.")
+            self.permission_denied(request, message=_("Built-in images cannot be changed."))
         if obj.project_id is not None:
             super().check_object_permissions(request, obj)
 
     def perform_create(self, serializer: ImageSerializer) -> None:
         project = serializer.validated_data.get("project")
         if project is None:
-            self.permission_denied(self.request, message="Give the project the image belongs to.")
+            self.permission_denied(self.request, message=_("Give the project the image belongs to."))
         self.check_project(project)
         serializer.save()
 
@@ -175,14 +177,41 @@ class PipelineRunViewSet(
     filterset_fields = ["status", "pipeline", "trigger", "schedule"]
     search_fields = ["pipeline_name"]
     ordering_fields = ["created_at", "number", "status"]
-    action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE}
+    action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE, "usage": VIEW}
 
     def get_queryset(self) -> QuerySet:
         return super().get_queryset().with_progress()
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "points",
+                int,
+                description=f"At most this many points per series (LTTB), {usage.MIN_POINTS}–{usage.MAX_POINTS}; "
+                f"default {usage.DEFAULT_POINTS}.",
+            )
+        ],
+        responses={200: RunUsageSerializer},
+    )
+    @action(detail=True, methods=["get"])
+    def usage(self, request: Request, pk: str | None = None) -> Response:
+        """CPU % and resident memory of each task attempt over time (the agent's samples), downsampled."""
+        run = self.get_object()
+        raw = request.query_params.get("points", str(usage.DEFAULT_POINTS))
+        try:
+            points = int(raw)
+        except ValueError:
+            points = 0
+        if not usage.MIN_POINTS <= points <= usage.MAX_POINTS:
+            message = _("Give a whole number from %(min)d to %(max)d.") % {
+                "min": usage.MIN_POINTS, "max": usage.MAX_POINTS,
+            }  # fmt: skip
+            raise DRFValidationError({"points": [message]})
+        return Response(usage.usage_series(run, points))
+
     def perform_destroy(self, instance: PipelineRun) -> None:
         if not instance.is_finished:
-            raise ValidationError({"status": ["Cancel the run before deleting it."]})
+            raise ValidationError({"status": [_("Cancel the run before deleting it.")]})
         instance.delete()
 
     @extend_schema(request=None, responses={200: PipelineRunSerializer})

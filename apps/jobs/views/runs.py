@@ -14,6 +14,7 @@ from apps.jobs.models import TASK_FINISHED, PipelineRun
 from apps.jobs.orchestrator import latest_tasks
 from apps.jobs.views.logs import log_viewer_context
 from apps.projects.access import project_view
+from apps.projects.dashboards import run_status_labels
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 
@@ -29,7 +30,9 @@ def run_list(request: HttpRequest, project: Project) -> HttpResponse:
             runs = runs.filter(pipeline_name__icontains=form.cleaned_data["pipeline"])
     runs = runs.with_progress()
     page = Paginator(runs, 25).get_page(request.GET.get("page"))
-    return render(request, "jobs/run_list.html", {"project": project, "page": page, "form": form})
+    # The active runs' rows follow their status live (static/js/dashboards.js), with these words for the badges.
+    context = {"project": project, "page": page, "form": form, "status_labels": run_status_labels()}
+    return render(request, "jobs/run_list.html", context)
 
 
 def dataset_usages(run: PipelineRun) -> list:
@@ -41,29 +44,44 @@ def dataset_usages(run: PipelineRun) -> list:
     )
 
 
-@project_view(VIEW, model=PipelineRun, methods=("GET",))
-def run_detail(request: HttpRequest, project: Project, run: PipelineRun) -> HttpResponse:
-    """Live node colours, progress, per-node timing and waiting reasons, and the log viewer."""
+def _summary_context(request: HttpRequest, project: Project, run: PipelineRun) -> dict:
+    """What the page's header and node table show (jobs/partials/run_header.html and run_tasks.html)."""
     tasks = latest_tasks(run)
     nodes = [n["name"] for n in run.spec.get("nodes", [])]
     done = sum(1 for t in tasks.values() if t.status in TASK_FINISHED)
-    rows = [(name, tasks.get(name)) for name in nodes]
-    attempts = run.tasks.order_by("node", "attempt")
-    context = {
+    return {
         "project": project,
         "run": run,
-        "rows": rows,
-        "attempts": attempts,
-        "graph": layout(run.spec),
-        "statuses": {name: (tasks[name].status if name in tasks else "pending") for name in nodes},
+        "tasks": tasks,
+        "nodes": nodes,
+        "rows": [(name, tasks.get(name)) for name in nodes],
+        "attempts": run.tasks.order_by("node", "attempt"),
         "done": done,
-        "total": len(nodes),
-        "percent": int(100 * done / len(nodes)) if nodes else 100,
         "can_act": has_project_perm(request.user, project, CONTRIBUTE),
         "dataset_usages": dataset_usages(run),
-        **log_viewer_context(project, run),
     }
+
+
+@project_view(VIEW, model=PipelineRun, methods=("GET",))
+def run_detail(request: HttpRequest, project: Project, run: PipelineRun) -> HttpResponse:
+    """Live node colours, progress, per-node timing and waiting reasons, resource usage, and the log viewer."""
+    context = _summary_context(request, project, run)
+    tasks, nodes, done = context["tasks"], context["nodes"], context["done"]
+    context.update(
+        graph=layout(run.spec),
+        statuses={name: (tasks[name].status if name in tasks else "pending") for name in nodes},
+        total=len(nodes),
+        percent=int(100 * done / len(nodes)) if nodes else 100,
+        **log_viewer_context(project, run),
+    )
     return render(request, "jobs/run_detail.html", context)
+
+
+@project_view(VIEW, model=PipelineRun, methods=("GET",))
+def run_summary(request: HttpRequest, project: Project, run: PipelineRun) -> HttpResponse:
+    """The header (status, actions) and the node table (timings, re-run buttons), drawn as the page draws them:
+    the page swaps them in when nodes finish and when the run ends, instead of reloading itself."""
+    return render(request, "jobs/partials/run_summary.html", _summary_context(request, project, run))
 
 
 @project_view(CONTRIBUTE, model=PipelineRun, methods=("POST",))

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
@@ -99,7 +100,7 @@ class TrackingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Proje
         try:
             points = min(max(int(request.query_params.get("points", 500)), 3), lttb.MAX_POINTS)
         except ValueError:
-            raise ValidationError({"points": ["An integer is required."]}) from None
+            raise ValidationError({"points": [_("An integer is required.")]}) from None
         x, y = lttb.series(run.pk, key)
         sx, sy = lttb.lttb(x, y, points)
         return Response({"key": key, "total": len(x), "steps": sx.tolist(), "values": sy.tolist()})
@@ -170,10 +171,10 @@ class ModelAliasViewSet(
         data = serializer.validated_data
         model = data["registered_model"]
         if not RegisteredModel.objects.for_user(request.user, token=self._token()).filter(pk=model.pk).exists():
-            raise ValidationError({"registered_model": ["No such registered model."]})
+            raise ValidationError({"registered_model": [_("No such registered model.")]})
         self.check_project(model.project)
         if data["model_version"].registered_model_id != model.pk:
-            raise ValidationError({"model_version": ["This version belongs to another registered model."]})
+            raise ValidationError({"model_version": [_("This version belongs to another registered model.")]})
         try:
             alias = registry.set_alias(model, data["alias"], data["model_version"].version)
         except TrackingError as error:

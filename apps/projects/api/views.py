@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -51,7 +52,7 @@ class ProjectViewSet(ProjectScopedViewSet):
     def perform_create(self, serializer: ProjectSerializer) -> None:
         token = request_token(self.request)
         if token is not None and token.project_id is not None:
-            self.permission_denied(self.request, message="A project token cannot create projects.")
+            self.permission_denied(self.request, message=_("A project token cannot create projects."))
         data = serializer.validated_data
         serializer.instance = services.create_project(
             self.request.user, slug=data["slug"], name=data["name"], description=data.get("description", "")

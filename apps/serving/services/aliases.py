@@ -34,7 +34,7 @@ def follow_alias(registered_model_id: int, alias: str) -> list[Revision]:
                 for revision in rolling:
                     why = _("alias “%(a)s” moved back to version %(v)d") % {"a": alias, "v": version.version}
                     retire(revision, why, drain=False)
-            advance(service.pk)
+            advance(service.pk, changed=True)
             continue
         try:
             revision = deploy(service, None, version=version)

@@ -190,7 +190,7 @@ def deploy(
         service.updated_at = timezone.now()
         service.save(update_fields=["status", "reason", "runtime", "updated_at"])
         replica_ops.start_replicas(revision, revision.desired_replicas)
-    advance(service.pk)
+    advance(service.pk, changed=True)
     revision.refresh_from_db()
     return revision
 
@@ -273,7 +273,7 @@ def set_traffic(service: InferenceService, role: str, percent: Any) -> Inference
             Revision.objects.filter(pk=getattr(service, f"{field}_revision_id")).update(traffic_percent=percent)
             setattr(service, f"{field}_percent", percent)
             service.save(update_fields=[f"{field}_percent"])
-    advance(service.pk)
+    advance(service.pk, changed=True)
     service.refresh_from_db()
     return service
 
@@ -292,7 +292,7 @@ def promote_canary(service: InferenceService) -> InferenceService:
         service.save()
         if old is not None:
             retire(old, _("replaced by canary r%(n)d") % {"n": canary.number})
-    return advance(service.pk) or service
+    return advance(service.pk, changed=True) or service
 
 
 def withdraw(service: InferenceService, role: str) -> InferenceService:
@@ -313,7 +313,7 @@ def withdraw(service: InferenceService, role: str) -> InferenceService:
         service.save(update_fields=[f"{field}_revision", f"{field}_percent"])
         for revision in revisions:
             retire(revision, _("%(role)s withdrawn") % {"role": Role(role).label})
-    return advance(service.pk) or service
+    return advance(service.pk, changed=True) or service
 
 
 def scale(service: InferenceService, *, min_replicas: Any, max_replicas: Any) -> InferenceService:
@@ -329,4 +329,4 @@ def scale(service: InferenceService, *, min_replicas: Any, max_replicas: Any) ->
         for revision in service.revisions.filter(status__in=ACTIVE):
             desired = min(max(revision.desired_replicas, service.min_replicas, 1), service.max_replicas)
             Revision.objects.filter(pk=revision.pk).update(desired_replicas=desired, low_since=None)
-    return advance(service.pk) or service
+    return advance(service.pk, changed=True) or service

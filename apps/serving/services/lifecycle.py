@@ -13,6 +13,7 @@ from apps.runtime.base import get_runtime
 from apps.serving import replicas as replica_ops
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services.deploy import deploy, lock_service, placement
+from apps.serving.services.events import publish_deleted, publish_service
 from apps.serving.services.rollout import advance, retire
 
 
@@ -27,6 +28,7 @@ def stop_service(service: InferenceService, reason: str = "") -> InferenceServic
             retire(revision, _("the service was stopped"), drain=False)
         live = Replica.objects.filter(revision__service=service, status__in=replica_ops.LIVE)
         replica_ops.stop_replicas(list(live), _("the service was stopped"), drain=False)
+        transaction.on_commit(lambda: publish_service(service))
     return service
 
 
@@ -49,7 +51,7 @@ def start_service(service: InferenceService, user: Any) -> InferenceService:
             start_fresh = False
     if start_fresh:
         deploy(service, user)
-    return advance(service.pk) or service
+    return advance(service.pk, changed=True) or service
 
 
 def delete_service(service: InferenceService) -> None:
@@ -66,7 +68,9 @@ def delete_service(service: InferenceService) -> None:
         InferenceService.objects.filter(pk=service.pk).update(
             current_revision=None, canary_revision=None, shadow_revision=None
         )
+        project_id, service_id = service.project_id, service.pk
         service.delete()
+        transaction.on_commit(lambda: publish_deleted(project_id, service_id))
 
 
 def rotate_key(service: InferenceService) -> str:

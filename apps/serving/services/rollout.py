@@ -9,6 +9,7 @@ workers and the pages never interleave on one service.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ from apps.runtime.base import get_runtime
 from apps.runtime.workload import Phase, Status
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.replicas import LIVE, cancel_due, probe_ready, start_replicas, stop_replicas
+from apps.serving.services.events import publish_service, state_of
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ def record_end(replica_id: int, handle: str, status: Status | None, *, then_adva
         status=new, reason=reason[:2000], stopped_at=timezone.now()
     )
     if changed and then_advance:
-        advance(replica.revision.service_id)
+        advance(replica.revision.service_id, changed=True)
     return bool(changed)
 
 
@@ -83,7 +85,7 @@ def mark_ready(replica_id: int) -> bool:
         status=Replica.Status.READY, ready_at=timezone.now()
     )
     if changed:
-        advance(replica.revision.service_id)
+        advance(replica.revision.service_id, changed=True)
     return bool(changed)
 
 
@@ -105,8 +107,9 @@ def check_starting(replicas: Iterable[Replica] | None = None) -> int:
 # --- The state machine --------------------------------------------------------------------------------------------
 
 
-def advance(service_id: int) -> InferenceService | None:
-    """Do what is due for one service (see the module's docstring). Idempotent."""
+def advance(service_id: int, *, changed: bool = False) -> InferenceService | None:
+    """Do what is due for one service (see the module's docstring). Idempotent. The service's pages are told
+    when this pass changed what they show, or when the caller says it changed something already (`changed`)."""
     with transaction.atomic():
         service = (
             InferenceService.objects.select_for_update(of=("self",))
@@ -116,6 +119,7 @@ def advance(service_id: int) -> InferenceService | None:
         )
         if service is None:
             return None
+        before = None if changed else state_of(service)
         revisions = list(service.revisions.filter(status__in=[Revision.Status.ROLLING_OUT, Revision.Status.READY]))
         for revision in revisions:
             revision.refresh_from_db(fields=["status", "role", "desired_replicas", "traffic_percent"])
@@ -127,6 +131,8 @@ def advance(service_id: int) -> InferenceService | None:
             else:
                 _keep_serving(service, revision)
         _refresh_status(service)
+        if changed or state_of(service) != before:
+            transaction.on_commit(functools.partial(publish_service, service))
     return service
 
 

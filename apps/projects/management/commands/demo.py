@@ -12,6 +12,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from apps.accounts.models import Notification
 from apps.accounts.services import notify
@@ -62,7 +64,9 @@ class Command(BaseCommand):
                 quota.concurrent_runs, quota.storage_bytes = 4, 50 * 2**30
                 quota.save()
             if not Notification.objects.filter(user=demo).exists():
-                notify(demo, "Welcome to the portal! Start with the demo project.", f"/p/{project.slug}/")
+                with translation.override(demo.interface_language):
+                    welcome = _("Welcome to the portal! Start with the demo project.")
+                notify(demo, welcome, f"/p/{project.slug}/")
             iris = jobs_demo.populate(project, demo)
 
         self.stdout.write(self.style.SUCCESS(f"Demo ready: project “{project.name}” at /p/{project.slug}/"))

@@ -1,0 +1,322 @@
+"""Who holds the runtimes' capacity now: every active workload (local or on a cluster) as the task, notebook or
+service replica it runs, with its project, its user and what it asked for. Read by the capacity page and by a
+project's overview.
+
+Only the workload rows' small JSON keys are read (a spec also carries the command and env), then the objects
+they run are fetched in one query per kind: a fixed number of queries whatever the number of workloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from apps.projects.models import Project
+from apps.runtime.models import Agent, Cluster, KubeWorkload, LocalWorkload, heartbeat_cutoff
+
+ACTIVE_STATES = ("pending", "running")
+SPEC_KEYS = ("spec__project", "spec__kind", "spec__resources", "spec__replicas", "spec__labels")
+TASK, NOTEBOOK, SERVICE, OTHER = "task", "notebook", "service", "other"
+
+
+def _float(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if number > 0 else 0.0
+
+
+@dataclass
+class Meter:
+    """Something in use against its limit (None: no limit), for a bar (templates/projects/partials/meter.html)."""
+
+    label: str
+    used: float
+    limit: float | None
+    kind: str = "number"  # "bytes" formats with filesizeformat
+
+    @property
+    def percent(self) -> int:
+        if not self.limit:
+            return 0
+        return min(100, round(100 * self.used / self.limit))
+
+    @property
+    def level(self) -> str:
+        """Bootstrap colour of the bar: warn from 80 %, danger at the limit."""
+        return "danger" if self.percent >= 100 else "warning" if self.percent >= 80 else "primary"
+
+
+@dataclass
+class Holder:
+    """One active workload and what it holds (summed over its replicas)."""
+
+    uid: str
+    state: str
+    project_slug: str
+    kind: str
+    cpu: float
+    memory_bytes: float
+    gpu: float
+    labels: dict[str, str]
+    started_at: datetime | None
+    agent_id: int | None = None
+    cluster_id: int | None = None
+    # Filled in from the object the workload runs (see _describe).
+    what: str = ""
+    user: str = ""
+    url: str = ""
+    project_name: str = ""
+
+    @property
+    def kind_label(self) -> str:
+        return {TASK: _("Task"), NOTEBOOK: _("Notebook"), SERVICE: _("Service")}.get(self.kind, _("Other"))
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...], **place: Any) -> Holder:
+        uid, state, started_at, project, kind, resources, replicas, labels = row
+        resources = resources if isinstance(resources, dict) else {}
+        count = 1
+        if kind == "distributed" and isinstance(replicas, dict):
+            count = max(sum(int(_float(n)) for n in replicas.values()), 1)
+        return cls(
+            uid=uid,
+            state=state,
+            project_slug=str(project or ""),
+            kind=kind or "",
+            cpu=_float(resources.get("cpu")) * count,
+            memory_bytes=_float(resources.get("memory_bytes")) * count,
+            gpu=_float(resources.get("gpu")) * count,
+            labels=labels if isinstance(labels, dict) else {},
+            started_at=started_at,
+            **place,
+        )
+
+
+@dataclass
+class Totals:
+    cpu: float = 0.0
+    memory_bytes: float = 0.0
+    gpu: float = 0.0
+    workloads: int = 0
+
+    def add(self, holder: Holder) -> None:
+        self.cpu += holder.cpu
+        self.memory_bytes += holder.memory_bytes
+        self.gpu += holder.gpu
+        self.workloads += 1
+
+
+def _label_ids(holders: Iterable[Holder], key: str) -> set[int]:
+    ids = set()
+    for holder in holders:
+        value = holder.labels.get(key)
+        if value is not None and str(value).isdigit():
+            ids.add(int(value))
+    return ids
+
+
+def _describe(holders: list[Holder]) -> None:
+    """Set what each holder runs, for whom, and a link: one query per kind present."""
+    from apps.jobs.models import TaskRun
+    from apps.notebooks.models import Notebook
+    from apps.serving.models import Replica
+    from apps.serving.replicas import LABEL
+
+    tasks: dict[int, Any] = {}
+    notebooks: dict[int, Any] = {}
+    replicas: dict[int, Any] = {}
+    if ids := _label_ids(holders, "task_run"):
+        rows = TaskRun.objects.filter(pk__in=ids).select_related("run__project", "run__created_by").defer("run__spec")
+        tasks = {t.pk: t for t in rows}
+    if ids := _label_ids(holders, "notebook"):
+        notebooks = {nb.pk: nb for nb in Notebook.objects.filter(pk__in=ids).select_related("project", "owner")}
+    if ids := _label_ids(holders, LABEL):
+        rows = Replica.objects.filter(pk__in=ids).select_related("revision__service__project", "revision__created_by")
+        replicas = {r.pk: r for r in rows}
+    for holder in holders:
+        labels = holder.labels
+        if (task := tasks.get(int(labels.get("task_run") or 0))) is not None:
+            run = task.run
+            holder.kind = TASK
+            holder.what = f"{run} · {task.node}"
+            holder.user = run.created_by.username if run.created_by else ""
+            holder.url = reverse("jobs:run-detail", kwargs={"project": run.project.slug, "pk": run.pk})
+            holder.project_name = run.project.name
+        elif (nb := notebooks.get(int(labels.get("notebook") or 0))) is not None:
+            holder.kind = NOTEBOOK
+            holder.what = nb.name
+            holder.user = nb.owner.username
+            holder.url = reverse("notebooks:notebook-detail", kwargs={"project": nb.project.slug, "pk": nb.pk})
+            holder.project_name = nb.project.name
+        elif (replica := replicas.get(int(labels.get(LABEL) or 0))) is not None:
+            service = replica.revision.service
+            holder.kind = SERVICE
+            holder.what = f"{service.name} r{replica.revision.number} #{replica.index}"
+            creator = replica.revision.created_by
+            holder.user = creator.username if creator else ""
+            holder.url = reverse("serving:service-detail", kwargs={"project": service.project.slug, "pk": service.pk})
+            holder.project_name = service.project.name
+        else:
+            holder.kind = OTHER
+            holder.what = holder.uid
+
+
+def _local_rows(**filters: Any) -> list[Holder]:
+    rows = LocalWorkload.objects.filter(state__in=ACTIVE_STATES, **filters).order_by("created_at", "pk")
+    return [
+        Holder.from_row(row[1:], agent_id=row[0])
+        for row in rows.values_list("agent_id", "uid", "state", "started_at", *SPEC_KEYS)
+    ]
+
+
+def _kube_rows(**filters: Any) -> list[Holder]:
+    rows = KubeWorkload.objects.filter(state__in=ACTIVE_STATES, **filters).order_by("created_at", "pk")
+    return [
+        Holder.from_row(row[1:], cluster_id=row[0])
+        for row in rows.values_list("cluster_id", "uid", "state", "started_at", *SPEC_KEYS)
+    ]
+
+
+def project_holders(project: Project) -> list[Holder]:
+    """The project's active workloads, on this machine and on clusters, described."""
+    holders = _local_rows(spec__project=project.slug) + _kube_rows(spec__project=project.slug)
+    _describe(holders)
+    return holders
+
+
+# --- The capacity page ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Machine:
+    """A live local agent: its capacity, what is in use, and (visible) holders."""
+
+    agent: Agent
+    used: Totals = field(default_factory=Totals)
+    others: Totals = field(default_factory=Totals)  # used by projects the viewer may not see
+    holders: list[Holder] = field(default_factory=list)
+
+    @property
+    def cpu(self) -> float:
+        return _float(self.agent.capacity.get("cpu"))
+
+    @property
+    def memory_bytes(self) -> float:
+        return _float(self.agent.capacity.get("memory_bytes"))
+
+    @property
+    def gpu(self) -> float:
+        return _float(self.agent.capacity.get("gpu"))
+
+    @property
+    def gpus(self) -> list[dict[str, Any]]:
+        gpus = self.agent.capacity.get("gpus")
+        return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+
+    @property
+    def meters(self) -> list[Meter]:
+        return [
+            Meter(_("CPU cores"), self.used.cpu, self.cpu),
+            Meter(_("Memory"), self.used.memory_bytes, self.memory_bytes, kind="bytes"),
+            Meter(_("GPUs"), self.used.gpu, self.gpu),
+        ]
+
+
+@dataclass
+class ClusterUse:
+    """A cluster the viewer may see, with the portal's active workloads on it."""
+
+    cluster: Cluster
+    summary: Any  # apps.runtime.services.InventorySummary
+    used: Totals = field(default_factory=Totals)
+    others: Totals = field(default_factory=Totals)
+    holders: list[Holder] = field(default_factory=list)
+
+    @property
+    def meters(self) -> list[Meter]:
+        """What pods request (the portal's and anyone else's) against what the nodes can allocate."""
+        total = self.summary.total
+        return [
+            Meter(_("CPU cores"), total.cpu.requested, total.cpu.allocatable),
+            Meter(_("Memory"), total.memory.requested, total.memory.allocatable, kind="bytes"),
+            Meter(_("GPUs"), total.gpu.requested, total.gpu.allocatable),
+        ]
+
+
+@dataclass
+class Capacity:
+    machines: list[Machine]
+    unclaimed: list[Holder]  # local workloads no agent has taken yet
+    unclaimed_others: Totals
+    clusters: list[ClusterUse]
+    show_all: bool
+
+
+def _split(holders: list[Holder], visible: set[str] | None) -> tuple[list[Holder], Totals]:
+    """(the holders the viewer may see, the totals of the others)."""
+    shown, others = [], Totals()
+    for holder in holders:
+        if visible is None or holder.project_slug in visible:
+            shown.append(holder)
+        else:
+            others.add(holder)
+    return shown, others
+
+
+def capacity(user: Any) -> Capacity:
+    """Live local agents and the visible clusters with who holds what. Platform admins see every holder; anyone
+    else sees the holders of their own projects and the rest only as a total ("other projects")."""
+    from apps.projects.permissions import projects_for
+    from apps.runtime.services import is_platform_admin, summarize_inventory, visible_clusters
+
+    show_all = is_platform_admin(user)
+    visible = None if show_all else set(projects_for(user).values_list("slug", flat=True))
+    agents = Agent.objects.filter(
+        kind=Agent.Kind.LOCAL, heartbeat_at__gte=heartbeat_cutoff(), stopped_at__isnull=True
+    ).order_by("hostname", "pk")
+    machines = {agent.pk: Machine(agent) for agent in agents}
+    unclaimed: list[Holder] = []
+    shown: list[Holder] = []
+    unclaimed_others = Totals()
+    for holder in _local_rows():
+        machine = machines.get(holder.agent_id) if holder.agent_id is not None else None
+        if holder.agent_id is not None and machine is None:
+            continue  # on a dead agent: the reconcile loop marks it lost
+        mine, others = _split([holder], visible)
+        if machine is not None:
+            machine.used.add(holder)
+            if others.workloads:
+                machine.others.add(holder)
+            machine.holders.extend(mine)
+        elif mine:
+            unclaimed.extend(mine)
+        else:
+            unclaimed_others.add(holder)
+        shown.extend(mine)
+    clusters = {
+        c.pk: ClusterUse(c, summarize_inventory(c))
+        for c in visible_clusters(user).filter(enabled=True).order_by("name")
+    }
+    for holder in _kube_rows(cluster_id__in=list(clusters)):
+        use = clusters[holder.cluster_id]
+        use.used.add(holder)
+        mine, others = _split([holder], visible)
+        if others.workloads:
+            use.others.add(holder)
+        use.holders.extend(mine)
+        shown.extend(mine)
+    _describe(shown)
+    return Capacity(
+        machines=list(machines.values()),
+        unclaimed=unclaimed,
+        unclaimed_others=unclaimed_others,
+        clusters=list(clusters.values()),
+        show_all=show_all,
+    )
