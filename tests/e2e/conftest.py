@@ -128,7 +128,7 @@ class Watch:
     failed_requests: list[str] = field(default_factory=list)
     other_hosts: list[str] = field(default_factory=list)
     bodiless: set = field(default_factory=set)  # requests answered with no body by definition (HEAD, 204, 304)
-    page_loads: int = 0  # navigations of the page that started
+    page_loads: int = 0  # documents the page committed to (a navigation's new page replacing the old one)
     sent_during: dict = field(default_factory=dict)  # request → page_loads when it was sent
     aborted: list = field(default_factory=list)  # requests Chromium cancelled (see on_request_failed)
 
@@ -136,9 +136,13 @@ class Watch:
         parts = urlsplit(request.url)
         if parts.scheme in ("http", "https", "ws", "wss") and f"{parts.hostname}:{parts.port}" != self.origin:
             self.other_hosts.append(request.url)
-        if request.is_navigation_request() and request.frame.parent_frame is None:
-            self.page_loads += 1
         self.sent_during[request] = self.page_loads
+
+    def on_frame_navigated(self, frame) -> None:
+        """Counted when the new document commits, not when its navigation starts: until then the old page's
+        scripts still run and send requests, which the commit then cancels."""
+        if frame.parent_frame is None:
+            self.page_loads += 1
 
     def on_response(self, response) -> None:
         if response.request.method == "HEAD" or response.status in (204, 304):
@@ -220,17 +224,20 @@ def browsing(request, live_asgi, monkeypatch) -> Iterator[Browsing]:
         page.on("requestfailed", watch.on_request_failed)
         page.on("request", watch.on_request)
         page.on("response", watch.on_response)
+        page.on("framenavigated", watch.on_frame_navigated)
         browsing = Browsing(page=page, base_url=live_asgi.url, watch=watch, name=name)
+        problems: dict[str, list[str]] = {}
         try:
             yield browsing
             failed = getattr(request.node, "rep_call", None) is None or request.node.rep_call.failed
             if failed:
                 browsing.screenshot("failure")
+            problems = watch.problems()  # before closing, which cancels what the page still had in flight
         finally:
             context.close()
             browser.close()
     if not failed:
-        browsing.assert_clean()
+        assert not problems, problems
 
 
 @pytest.hookimpl(hookwrapper=True)
