@@ -6,14 +6,8 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from apps.notebooks.models import Notebook
+from apps.runtime.workload import format_memory
 from portal.lib.forms import StyledFormMixin
-
-
-def memory_text(size: int) -> str:
-    for unit, factor in (("Gi", 2**30), ("Mi", 2**20)):
-        if size and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
 
 
 class NotebookSettingsForm(StyledFormMixin, forms.Form):
@@ -41,7 +35,7 @@ class NotebookSettingsForm(StyledFormMixin, forms.Form):
         initial = {
             "image": notebook.image,
             "cpu": f"{notebook.cpu:g}",
-            "memory": memory_text(notebook.memory_bytes),
+            "memory": format_memory(notebook.memory_bytes),
             "gpu": f"{notebook.gpu:g}",
             "idle_timeout": notebook.idle_timeout,
         }

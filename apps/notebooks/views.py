@@ -15,12 +15,13 @@ from django.utils.translation import gettext as _
 
 from apps.notebooks import services
 from apps.notebooks.culler import effective_timeout
-from apps.notebooks.forms import NotebookForm, NotebookSettingsForm, memory_text
+from apps.notebooks.forms import NotebookForm, NotebookSettingsForm
 from apps.notebooks.models import Notebook
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm
 from apps.projects.services import UNCHANGED
+from apps.runtime.workload import format_memory
 
 
 class Row:
@@ -33,7 +34,7 @@ class Row:
         self.timeout = effective_timeout(notebook)
         self.cpu = f"{float(notebook.cpu):g}"
         self.gpu = f"{float(notebook.gpu):g}" if notebook.gpu else ""
-        self.memory = memory_text(notebook.memory_bytes)
+        self.memory = format_memory(notebook.memory_bytes)
 
 
 def _rows(request: HttpRequest, project: Project, notebooks) -> list[Row]:

@@ -29,6 +29,14 @@ def parse_memory(value: Any) -> int | None:
     return int(float(number) * _MEMORY_UNITS[(unit or "").lower()])
 
 
+def format_memory(size: int) -> str:
+    """What `parse_memory` reads back: 2147483648 → "2Gi", 536870912 → "512Mi", other sizes in bytes."""
+    for unit, factor in (("Gi", 2**30), ("Mi", 2**20)):
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
 def _number(value: Any, name: str, default: float = 0.0) -> float:
     """A non-negative number; ValueError naming `name` otherwise."""
     if value is None or value == "":

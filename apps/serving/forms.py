@@ -9,15 +9,9 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from apps.models.models import RegisteredModel
+from apps.runtime.workload import format_memory
 from apps.serving.models import Framework, InferenceService
 from portal.lib.forms import StyledFormMixin
-
-
-def memory_text(size: int) -> str:
-    for unit, factor in (("Gi", 2**30), ("Mi", 2**20)):
-        if size and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
 
 
 class ServiceForm(StyledFormMixin, forms.Form):
@@ -104,7 +98,7 @@ def initial_of(service: InferenceService) -> dict[str, Any]:
         "model_version": str(service.model_version.version) if service.model_version_id else "",
         "follow_alias": service.follow_alias, "framework": service.framework, "image": service.image,
         "command": " ".join(service.command), "env": "\n".join(f"{k}={v}" for k, v in service.env.items()),
-        "cpu": f"{service.cpu:g}", "memory": memory_text(service.memory_bytes), "gpu": f"{service.gpu:g}",
+        "cpu": f"{service.cpu:g}", "memory": format_memory(service.memory_bytes), "gpu": f"{service.gpu:g}",
         "min_replicas": service.min_replicas, "max_replicas": service.max_replicas,
         "scale_metric": service.scale_metric, "scale_target": service.scale_target, "auth": service.auth,
     }  # fmt: skip

@@ -19,8 +19,9 @@ from django.utils.translation import gettext as _
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from apps.runtime.workload import format_memory
 from apps.serving import services
-from apps.serving.forms import ServiceForm, example_request, memory_text
+from apps.serving.forms import ServiceForm, example_request
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services.events import TRANSITIONAL
 from apps.serving.services.metrics import requests_per_second
@@ -143,7 +144,7 @@ def _context(request: HttpRequest, project: Project, service: InferenceService) 
         "serving": [r for r in revisions if r.pk in serving_ids or r.status == Revision.Status.ROLLING_OUT],
         "rolling": [r for r in revisions if r.status == Revision.Status.ROLLING_OUT],
         "can_change": has_project_perm(request.user, project, CONTRIBUTE),
-        "memory": memory_text(service.memory_bytes),
+        "memory": format_memory(service.memory_bytes),
         # As the project's events say it (apps/serving/services/events.py): the page redraws what serves once it is.
         "settled": not any(r.status == Revision.Status.ROLLING_OUT for r in revisions)
         and service.status not in TRANSITIONAL,
