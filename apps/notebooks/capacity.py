@@ -4,34 +4,21 @@ volume claim that keeps a notebook's files). Each refusal is a ValidationError s
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
 from apps.notebooks.launch import Placement
 from apps.notebooks.models import Notebook
-from apps.projects.usage import held
-
-
-def _need(resources: dict[str, Any] | None) -> tuple[float, float, float]:
-    res = resources or {}
-    return float(res.get("cpu") or 0), float(res.get("memory") or 0), float(res.get("gpu") or 0)
+from apps.projects.usage import in_use, limits_of
 
 
 def check_quota_in_use(notebook: Notebook) -> None:
     """The project's running notebooks, model servers and tasks plus this one must fit its quota."""
-    from apps.jobs.models import TASK_ACTIVE, TaskRun
-
-    quota = getattr(notebook.project, "quota", None)
-    if quota is None or all(v is None for v in (quota.cpu_cores, quota.memory_bytes, quota.gpus)):
+    limits = limits_of(notebook.project)
+    if all(limit is None for limit in limits):
         return
-    used = list(held([notebook.project_id], except_notebook=notebook.pk).get(notebook.project_id, (0.0, 0.0, 0.0)))
-    tasks = TaskRun.objects.filter(run__project=notebook.project, status__in=TASK_ACTIVE).values_list("resources")
-    for (resources,) in tasks:
-        used = [a + b for a, b in zip(used, _need(resources), strict=True)]
+    used = in_use(notebook.project, except_notebook=notebook.pk)
     need = (float(notebook.cpu), float(notebook.memory_bytes), float(notebook.gpu))
-    limits = (quota.cpu_cores, quota.memory_bytes, quota.gpus)
     labels = (_("CPU cores"), _("GiB of memory"), _("GPUs"))
     scale = (1, 2**30, 1)
     for i in range(3):

@@ -44,22 +44,35 @@ def held(project_ids: Iterable[int], *, except_notebook: int | None = None) -> d
     return {project_id: (t[0], t[1], t[2]) for project_id, t in totals.items()}
 
 
-def free_quota(project) -> tuple[float | None, float | None, float | None]:
-    """What the project's quota leaves of CPU cores, memory bytes and GPUs after its active tasks, notebooks and
-    model servers (None: that resource has no limit)."""
+def limits_of(project) -> tuple[float | None, float | None, float | None]:
+    """The project's quota limits of CPU cores, memory bytes and GPUs (None: no limit)."""
+    quota = getattr(project, "quota", None)
+    if quota is None:
+        return (None, None, None)
+    return tuple(None if v is None else float(v) for v in (quota.cpu_cores, quota.memory_bytes, quota.gpus))
+
+
+def in_use(project, *, except_notebook: int | None = None) -> Usage:
+    """What the project's active tasks, notebooks and model servers hold of CPU cores, memory bytes and GPUs."""
     from apps.jobs.models import TASK_ACTIVE, TaskRun
 
-    quota = getattr(project, "quota", None)
-    limits = (quota.cpu_cores, quota.memory_bytes, quota.gpus) if quota is not None else (None, None, None)
-    if all(limit is None for limit in limits):
-        return (None, None, None)
-    used = list(held([project.pk]).get(project.pk, (0.0, 0.0, 0.0)))
+    used = list(held([project.pk], except_notebook=except_notebook).get(project.pk, (0.0, 0.0, 0.0)))
     for (resources,) in TaskRun.objects.filter(run__project=project, status__in=TASK_ACTIVE).values_list("resources"):
         res = resources or {}
         used[0] += float(res.get("cpu") or 0)
         used[1] += float(res.get("memory") or 0)
         used[2] += float(res.get("gpu") or 0)
-    free = [None if limit is None else max(float(limit) - u, 0.0) for limit, u in zip(limits, used, strict=True)]
+    return (used[0], used[1], used[2])
+
+
+def free_quota(project) -> tuple[float | None, float | None, float | None]:
+    """What the project's quota leaves of CPU cores, memory bytes and GPUs after its active tasks, notebooks and
+    model servers (None: that resource has no limit)."""
+    limits = limits_of(project)
+    if all(limit is None for limit in limits):
+        return (None, None, None)
+    used = in_use(project)
+    free = [None if limit is None else max(limit - u, 0.0) for limit, u in zip(limits, used, strict=True)]
     return (free[0], free[1], free[2])
 
 
