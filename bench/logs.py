@@ -116,8 +116,9 @@ async def receive_websocket(url: str, cookie: str, origin: str, expect: int) -> 
                     return [row[-1] for row in message["rows"]]  # text is the last field of a row
 
         print("ready", flush=True)  # accepted: the consumer has joined the run's group
+        cpu_at_ready = time.process_time()
         await drain(tally, next_texts)
-    return tally.report()
+    return {**tally.report(), "cpu": time.process_time() - cpu_at_ready}
 
 
 async def receive_layer(redis_url: str, prefix: str, group: str, expect: int) -> dict[str, Any]:
@@ -224,14 +225,16 @@ def live_ours(n: int, var, project, owner, member) -> dict[str, Any]:
         origin = f"http://127.0.0.1:{port}"
         url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/logs/"
         receiver = start_receiver("--receive-websocket", url, cookie, origin, str(n))
-        procs = {"agent (+task)": agent, "web (uvicorn)": server, "client": receiver}
-        before = {name: cpu_seconds(proc) for name, proc in procs.items()} | {"database": database_cpu_seconds()}
+        # Read once before and once after, never while the lines flow (that would take CPU from them): the agent
+        # and uvicorn live on, exited database backends count through the postmaster, and the client reports its
+        # own CPU from the moment it was ready.
+        servers = {"agent (+task)": agent, "web (uvicorn)": server}
+        before = {name: cpu_seconds(proc) for name, proc in servers.items()} | {"database": database_cpu_seconds()}
         started = time.time()
         orchestrator.advance_run(run.pk)  # dispatch (no Celery worker here: this process is the orchestrator)
-        while receiver.poll() is None:  # the client's CPU is read before it exits
-            after = {name: cpu_seconds(proc) for name, proc in procs.items()} | {"database": database_cpu_seconds()}
-            time.sleep(0.1)
         result = result_of(receiver)
+        after = {name: cpu_seconds(proc) for name, proc in servers.items()} | {"database": database_cpu_seconds()}
+        before["client"], after["client"] = 0.0, result.pop("cpu")
         wait_for(lambda: orchestrator.advance_run(run.pk).is_finished, timeout=120, what="the printing task")
         run = PipelineRun.objects.get(pk=run.pk)
         written = run.finished_at.timestamp()
