@@ -368,8 +368,9 @@ def search(run: PipelineRun | int, q: str, node: str | None = None, limit: int =
     ASCII, so the candidates include every match.
     """
     lines = _lines(run, node)
-    if connections[lines.db].vendor == "postgresql":
-        return _dicts(lines.filter(text__ilike=f"%{connections[lines.db].ops.prep_for_like_query(q)}%")[:limit])
+    db = connections[lines.db]
+    if db.vendor == "postgresql":
+        return _dicts(lines.filter(text__ilike=f"%{db.ops.prep_for_like_query(q)}%")[:limit])
     qs = lines.filter(text__icontains=q)
     if len(q) >= TRIGRAM and _fts_in_sync(qs.db):
         phrase = '"' + q.replace('"', '""') + '"'  # one FTS5 string: the keyword's trigrams, in a row

@@ -103,6 +103,13 @@ def publish_status(run: PipelineRun, tasks: dict[str, TaskRun], changed: Iterabl
     publish_payload(run.pk, status_payload(run, plan_of(run), tasks, only=changed))
 
 
+def publish_nodes(run_id: int, tasks: dict[str, TaskRun]) -> None:
+    """Only these nodes' states, for the run page: a start or a dispatch changes neither the run's status nor
+    its progress."""
+    nodes = {name: node_status(task) for name, task in tasks.items()}
+    publish_payload(run_id, {"type": "run.status", "run": run_id, "nodes": nodes})
+
+
 def publish_payload(run_id: int, payload: dict[str, Any]) -> None:
     try:
         publish(run_log_group(run_id), payload)
@@ -282,8 +289,7 @@ def dispatch_waiting() -> None:
     """A dispatch pass of its own, for an advance that found the queue busy and must not wait for it; the run
     pages hear of the tasks it queued."""
     for run_id, nodes in dispatch().items():
-        payload = {"type": "run.status", "run": run_id, "nodes": {n: node_status(t) for n, t in nodes.items()}}
-        publish_payload(run_id, payload)
+        publish_nodes(run_id, nodes)
 
 
 def _cancel_tasks(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now, reason: str) -> set[str]:

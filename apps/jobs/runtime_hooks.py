@@ -216,8 +216,7 @@ def _record_starts(workloads: list[Workload]) -> None:
 
 def _publish_started(run_id: int, workloads: list[Workload]) -> None:
     """The nodes that started, for the run page (progress and run status are unchanged by a start)."""
-    from apps.jobs.orchestrator import publish_payload
-    from apps.jobs.runstate import node_status
+    from apps.jobs.orchestrator import publish_nodes
 
     nodes = {}
     for workload in workloads:
@@ -226,5 +225,5 @@ def _publish_started(run_id: int, workloads: list[Workload]) -> None:
             node, attempt = labels["node"], int(labels.get("attempt", 1))
         else:  # submitted by an older portal: look it up
             node, attempt = TaskRun.objects.values_list("node", "attempt").get(pk=int(labels["task_run"]))
-        nodes[node] = node_status(TaskRun(node=node, attempt=attempt, status=TaskStatus.RUNNING))
-    publish_payload(run_id, {"type": "run.status", "run": run_id, "nodes": nodes})
+        nodes[node] = TaskRun(node=node, attempt=attempt, status=TaskStatus.RUNNING)
+    publish_nodes(run_id, nodes)
