@@ -1,6 +1,7 @@
 """ASGI entry point: Django for HTTP (dataset upload chunks streamed; /serving/… answered by the serving router
 before Django), Channels consumers for websockets under /ws/."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -25,3 +26,7 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# What is loaded by now lives as long as the process: out of the garbage collector's way. Its full collections walked
+# all of Django: while a task's lines streamed (bench/logs.py), one stalled every websocket for 100-200 ms.
+gc.freeze()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -61,6 +62,12 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
     both read and received are dropped by id. Only the overlap is deduplicated: tasks flush concurrently,
     so batches can arrive out of id order, and each live line is published once.
     """
+
+    @classmethod
+    async def encode_json(cls, content: Any) -> str:
+        # orjson: the standard library's encoder took 1.5 ms of the web process's ~4.5 ms per 1,000 live lines
+        # (bench/logs.py); orjson takes 0.1.
+        return orjson.dumps(content).decode()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -123,7 +130,9 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             return
         # A batch is one attempt's lines in increasing id order (one sequence call); only batches stored while
         # the backlog was read overlap it.
-        rows = [row for row in event["rows"] if row[ROW_ID] > last_id]
+        rows = event["rows"]
+        if rows and rows[0][ROW_ID] <= last_id:
+            rows = [row for row in rows if row[ROW_ID] > last_id]
         if self.filter.task_ids is not None or self.filter.replica is not None:
             rows = [row for row in rows if self.filter.matches(row)]
         if rows:

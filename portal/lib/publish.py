@@ -64,13 +64,25 @@ _lock = threading.Lock()
 
 def publish(group: str, message: dict[str, Any], *, wait: bool = False) -> None:
     """Send `message` to `group`; in publish order, from any thread. `wait` blocks until it is sent."""
-    global _publisher, _pid
-    layer = get_channel_layer()
-    if not type(layer).__module__.startswith("channels_redis"):
+    publisher = _this_process_publisher()
+    if publisher is None:
         # The embedded SQLite layer is a database write bound to the caller's thread: send inline.
-        async_to_sync(layer.group_send)(group, message)
+        async_to_sync(get_channel_layer().group_send)(group, message)
         return
+    publisher.send(group, message, wait)
+
+
+def prepare() -> None:
+    """Load the channel layer and start this process's publisher now, for a long-lived process whose first message
+    should not wait for them (the agent: its first task's first lines waited ~120 ms)."""
+    _this_process_publisher()
+
+
+def _this_process_publisher() -> _Publisher | None:
+    global _publisher, _pid
+    if not type(get_channel_layer()).__module__.startswith("channels_redis"):
+        return None
     with _lock:
         if _publisher is None or _pid != os.getpid():  # a forked worker needs a loop of its own
             _publisher, _pid = _Publisher(), os.getpid()
-    _publisher.send(group, message, wait)
+    return _publisher

@@ -9,6 +9,8 @@ and heartbeats, so the portal can tell a dead agent from a busy one. What this p
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -40,6 +42,10 @@ SAMPLE_SECONDS = 1.0
 PRIME_SECONDS = 0.1
 KILL_GRACE_SECONDS = 5.0
 READ_BYTES = 1 << 16  # a full pipe: smaller reads cost throughput (16 KiB: -10 %), larger add nothing
+# What a task's pipe holds before its prints wait. A line waits behind as many others in the pipe, in the chunk read
+# before it and in the chunk being stored: the default 64 KiB (about 2,000 lines) was 40 ms of print-to-browser
+# latency per hop at 55k lines/s; 16 KiB still fills a batch of 1,000 lines in two reads.
+PIPE_BYTES = 1 << 14
 MAX_PIECE_BYTES = 1 << 16
 
 
@@ -191,7 +197,7 @@ class Supervisor:
         self._finish(state, exit_code, reason, usage)
 
     def _spawn(self, spec: ReplicaSpec) -> subprocess.Popen:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             spec.argv,
             cwd=spec.cwd,
             env=spec.env,
@@ -200,9 +206,15 @@ class Supervisor:
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group: a timeout or cancel kills the whole tree
         )
+        set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only; elsewhere the default pipe works
+        for pipe in (proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):  # a limit on pipe sizes: the default pipe works too
+                if set_size is not None:
+                    fcntl.fcntl(pipe.fileno(), set_size, PIPE_BYTES)
+        return proc
 
     def _pump(self, replica: str, stream_name: str, stream: IO[bytes]) -> None:
-        """Read what the replica printed in chunks (whatever the pipe holds, up to 256 KiB) and hand the
+        """Read what the replica printed in chunks (whatever the pipe holds, up to READ_BYTES) and hand the
         complete lines of each chunk to the sink at once: per-line reads and calls cost more than storing.
         A line longer than 64 KiB is cut into pieces, so one endless line cannot grow the agent's memory."""
         fd = stream.fileno()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.runtime.local.agent import LocalAgent
+from portal.lib import publish
 
 
 class Command(BaseCommand):
@@ -18,6 +20,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         agent = LocalAgent(max_workloads=options["max_workloads"])
+        publish.prepare()
+        # Django and the agent, loaded by now, live as long as the process: out of the garbage collector's way. Its
+        # full collections walked them all: while a task's lines streamed (bench/logs.py), one stopped every thread
+        # for 100-200 ms. With this and the same in the web process, p99 print-to-browser went from ~220 to ~110 ms.
+        gc.freeze()
 
         def stop(signum: int, frame: object) -> None:
             agent.stopping.set()
