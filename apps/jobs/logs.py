@@ -20,6 +20,7 @@ from django.db import connection, connections, transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
+from apps.jobs.logindex import ChunkIndexer, Piece, candidates, run_task_ids, within
 from apps.jobs.models import LogLine, PipelineRun, TaskRun
 from apps.projects.secrets import MASK, mask_values
 from apps.runtime.models import progress_marker
@@ -109,49 +110,70 @@ _INSERT_COLUMNS = ("id", "run_id", "task_id", "node", "attempt", "replica", "seq
 
 def insert_lines(task: TaskRun, first_seq: int, batch: list[tuple[str, datetime, str, str]]) -> list[int]:
     """Store a batch of one attempt's lines as raw rows (no model instances: this is the hot path) and
-    return their ids. PostgreSQL: ids from the sequence, then COPY; elsewhere one executemany.
-    Call inside a transaction."""
+    return their ids. PostgreSQL: ids from the sequence, then COPY; elsewhere one executemany. Call inside a
+    transaction."""
     table = LogLine._meta.db_table
     n = len(batch)
+    columns = ", ".join(_INSERT_COLUMNS)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, %s)", [n])
+            # nextval() of the sequence as a regclass constant, resolved once when parsed: its name as text would
+            # be looked up for every row (pg_get_serial_sequence() in this select list was a third of the
+            # database's work of storing a line).
+            cursor.execute("SELECT nextval(%s::regclass) FROM generate_series(1, %s)", [_id_sequence(cursor), n])
             ids = [row[0] for row in cursor.fetchall()]
+            joined = "\n".join([text for *_, text in batch])
+            # Whether any text needs COPY's escapes, asked of them all at once (a line break beyond the n-1 joints)
+            escape = "\\" in joined or "\t" in joined or "\r" in joined or joined.count("\n") >= n
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                copy.write(_copy_text(ids, task, first_seq, batch, escape=escape))
         else:  # SQLite: writers are serialised (IMMEDIATE transactions), so max(id) is ours to extend
             cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
             start = cursor.fetchone()[0] + 1
             ids = list(range(start, start + n))
-        rows = [
-            (line_id, task.run_id, task.pk, task.node, task.attempt, replica, first_seq + i, ts, stream, text)
-            for i, (line_id, (replica, ts, stream, text)) in enumerate(zip(ids, batch, strict=True))
-        ]
-        columns = ", ".join(_INSERT_COLUMNS)
-        if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-                copy.write(_copy_text(rows))
-        else:
+            rows = [
+                (line_id, task.run_id, task.pk, task.node, task.attempt, replica, first_seq + i, ts, stream, text)
+                for i, (line_id, (replica, ts, stream, text)) in enumerate(zip(ids, batch, strict=True))
+            ]
             placeholders = ", ".join(["%s"] * len(_INSERT_COLUMNS))
             cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", rows)
     return ids
 
 
+_sequences: dict[str, str] = {}
+
+
+def _id_sequence(cursor) -> str:
+    """The name of LogLine's id sequence on this cursor's database (PostgreSQL), looked up once per process."""
+    alias = cursor.db.alias
+    if alias not in _sequences:
+        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [LogLine._meta.db_table])
+        _sequences[alias] = cursor.fetchone()[0]
+    return _sequences[alias]
+
+
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
-def _copy_text(rows: list[tuple]) -> bytes:
-    """Rows in COPY's text format, built with str methods (psycopg's write_row is per value in Python).
-    Texts are clean lines (no NUL); the other values are ids, short names and timestamps."""
+def _copy_text(
+    ids: list[int], task: TaskRun, first_seq: int, batch: list[tuple[str, datetime, str, str]], *, escape: bool
+) -> bytes:
+    """The batch as rows of COPY's text format (_INSERT_COLUMNS), one f-string per row: psycopg's write_row
+    works per value in Python. What the rows share is formatted once; the texts (clean lines: no NUL) are
+    escaped only when `escape` says one holds a backslash, tab or line break."""
+    shared = f"\t{task.run_id}\t{task.pk}\t{task.node.translate(_COPY_ESCAPES)}\t{task.attempt}\t"
+    replicas: dict[str, str] = {}
     stamps: dict[datetime, str] = {}
     out = []
-    for line_id, run_id, task_id, node, attempt, replica, seq, ts, stream, text in rows:
-        stamp = stamps.get(ts)
-        if stamp is None:
-            stamp = stamps[ts] = ts.isoformat()
-        fields = (str(line_id), str(run_id), str(task_id), node.translate(_COPY_ESCAPES), str(attempt),
-                  replica.translate(_COPY_ESCAPES), str(seq), stamp, stream, text.translate(_COPY_ESCAPES))  # fmt: skip
-        out.append("\t".join(fields))
-    out.append("")
-    return "\n".join(out).encode("utf-8")
+    seq = first_seq
+    for line_id, (replica, ts, stream, text) in zip(ids, batch, strict=True):
+        name = replicas.get(replica) or replicas.setdefault(replica, replica.translate(_COPY_ESCAPES))
+        stamp = stamps.get(ts) or stamps.setdefault(ts, ts.isoformat())
+        if escape:
+            text = text.translate(_COPY_ESCAPES)
+        out.append(f"{line_id}{shared}{name}\t{seq}\t{stamp}\t{stream}\t{text}\n")
+        seq += 1
+    return "".join(out).encode("utf-8")
 
 
 class LogWriter:
@@ -168,8 +190,11 @@ class LogWriter:
     max_chars = 1024 * 1024  # 500 lines of up to 16 KiB would make an 8 MiB message
     clock = staticmethod(time.monotonic)
 
-    def __init__(self, task: TaskRun, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, task: TaskRun, secrets: Iterable[str] = (), indexer: ChunkIndexer | None = None) -> None:
         self.task = task
+        # Told of each stored batch, after it is published (PostgreSQL: logindex.shared_indexer()). Without one
+        # the lines are found by scanning their attempt's lines.
+        self.indexer = indexer
         # Values of the secrets injected into the task: replaced by *** before a line is stored or published.
         self._masks = mask_values(secrets)
         self._lock = threading.RLock()
@@ -282,6 +307,11 @@ class LogWriter:
             # After the caller's transaction commits (at once outside one): a browser that receives a line
             # must be able to find it in the backlog after a reconnect.
             transaction.on_commit(lambda: publish_lines(run_id, rows))
+            if self.indexer is not None:
+                last_seq = first_seq + len(batch) - 1
+                text = "\n".join([text for *_, text in batch])
+                piece = Piece(run_id, task_id, first_seq, last_seq, ids[0], ids[-1], text)
+                transaction.on_commit(lambda: self.indexer.add(piece))
             return len(batch)
 
     def close(self) -> None:
@@ -289,6 +319,8 @@ class LogWriter:
             if not self._closed:
                 self.flush()
                 self._closed = True
+                if self.indexer is not None:
+                    self.indexer.finish(self.task.pk)
 
 
 # --- Reading ------------------------------------------------------------------------------------
@@ -361,16 +393,14 @@ def search(run: PipelineRun | int, q: str, node: str | None = None, limit: int =
     """Stored lines of the run that contain `q`, ignoring case, in storage order.
 
     The same filter with or without an index, so the results never depend on one; an index only narrows the
-    rows it looks at (a scan of 1M lines takes 0.4–1 s on PostgreSQL). PostgreSQL: ILIKE, which a pg_trgm GIN
-    index on `text` serves (jobs.0005) for rare keywords of 3+ characters; the planner reads in id order for
-    frequent ones, where that finds `limit` lines sooner. SQLite: `icontains`, with the FTS5 trigram table
-    proposing candidate ids for keywords of 3+ characters; its case folding covers all of Unicode, LIKE's only
-    ASCII, so the candidates include every match.
+    rows it looks at (a scan of 1M lines takes 0.4–1 s). PostgreSQL: ILIKE over the lines of the chunks whose
+    trigram index entry may hold `q` (`_matching`). SQLite: `icontains`, with the FTS5 trigram table proposing
+    candidate ids for keywords of 3+ characters; its case folding covers all of Unicode, LIKE's only ASCII, so
+    the candidates include every match.
     """
     lines = _lines(run, node)
-    db = connections[lines.db]
-    if db.vendor == "postgresql":
-        return _dicts(lines.filter(text__ilike=f"%{db.ops.prep_for_like_query(q)}%")[:limit])
+    if connections[lines.db].vendor == "postgresql":
+        return _matching(run, node, lines, [q], limit)
     qs = lines.filter(text__icontains=q)
     if len(q) >= TRIGRAM and _fts_in_sync(qs.db):
         phrase = '"' + q.replace('"', '""') + '"'  # one FTS5 string: the keyword's trigrams, in a row
@@ -385,12 +415,47 @@ def search(run: PipelineRun | int, q: str, node: str | None = None, limit: int =
     return _dicts(qs[:limit])
 
 
+# Spans whose lines the first query reads, doubled for each next one: a frequent keyword fills `limit` from the first
+# few, a rare one has few.
+FIRST_SPANS = 4
+
+
+def _matching(
+    run: PipelineRun | int, node: str | None, lines: QuerySet[LogLine], keywords: list[str], limit: int
+) -> list[dict[str, Any]]:
+    """PostgreSQL: lines of `lines` that contain any of `keywords` (ILIKE), in id order, up to `limit`. Only the
+    lines that may hold one are read (logindex.candidates), a few spans at a time until `limit` are found."""
+    ops = connections[lines.db].ops
+    patterns = [f"%{ops.prep_for_like_query(q)}%" for q in keywords]
+    run_id = _run_id(run)
+    groups = candidates(run_id, run_task_ids(run_id, node, lines.db), patterns, lines.db)
+    contains = Q()
+    for pattern in patterns:
+        contains |= Q(text__ilike=pattern)
+    found: list[dict[str, Any]] = []
+    budget, taken, spans = FIRST_SPANS, 0, Q()
+    for index, group in enumerate(groups):
+        spans |= within(group)
+        taken += len(group)
+        if taken < budget and index < len(groups) - 1:
+            continue
+        found += _dicts(lines.filter(spans).filter(contains)[: limit - len(found)])
+        if len(found) >= limit:
+            break
+        budget, taken, spans = budget * 2, 0, Q()
+    return found
+
+
 def first_error(run: PipelineRun | int) -> dict[str, Any] | None:
     """The first stored line that mentions an error, exception, traceback or failure (any stream)."""
-    words = Q()
-    for word in ERROR_WORDS:
-        words |= Q(text__icontains=word)
-    found = _dicts(_lines(run).filter(words)[:1])
+    lines = _lines(run)
+    if connections[lines.db].vendor == "postgresql":
+        found = _matching(run, None, lines, list(ERROR_WORDS), 1)
+    else:
+        words = Q()
+        for word in ERROR_WORDS:
+            words |= Q(text__icontains=word)
+        found = _dicts(lines.filter(words)[:1])
     return found[0] if found else None
 
 

@@ -276,8 +276,8 @@ class TaskRun(models.Model):
 
 
 class ILike(models.Lookup):
-    """`text__ilike=pattern`: `text ILIKE pattern` (PostgreSQL; the caller escapes and places the wildcards). A
-    pg_trgm index on the plain column serves it, where `icontains` compares UPPER(text) (jobs.0005)."""
+    """`text__ilike=pattern`: `text ILIKE pattern` (PostgreSQL; the caller escapes and places the wildcards): the
+    comparison whose `lower()` the chunks of LogChunk are indexed by, where `icontains` compares UPPER(text)."""
 
     lookup_name = "ilike"
 
@@ -324,6 +324,33 @@ class LogLine(models.Model):
 
 
 LogLine._meta.get_field("text").register_lookup(ILike)
+
+
+class LogChunk(models.Model):
+    """The text of consecutive stored lines of one task attempt, lower-cased: what PostgreSQL's trigram index covers
+    (apps/jobs/logindex.py). Written after the lines are live, by the agent's indexer; SQLite indexes the lines
+    themselves (the FTS5 table of jobs.0002). A line is in at most one chunk, and an attempt's chunks cover its
+    lines from the first on, without holes: the lines after the last chunk are its tail, which search reads too.
+    """
+
+    # The run for the trigram index, which holds it beside the text; chunks go away with their task.
+    run_id = models.BigIntegerField()
+    task = models.ForeignKey(
+        TaskRun, on_delete=models.CASCADE, related_name="log_chunks", db_constraint=False, db_index=False
+    )
+    first_seq = models.BigIntegerField()
+    last_seq = models.BigIntegerField()
+    # The ids of its lines lie in first_id..last_id (with other tasks' lines between them).
+    first_id = models.BigIntegerField()
+    last_id = models.BigIntegerField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["task_id", "first_seq"]
+        indexes = [models.Index(fields=["task", "last_seq"])]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: {self.first_seq}–{self.last_seq}"
 
 
 class ResourceSample(models.Model):

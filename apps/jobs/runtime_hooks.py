@@ -37,10 +37,12 @@ class TaskSink:
     CLOSE_ATTEMPTS = 10  # then the task's end is recorded anyway: a database that is down loses the last lines
 
     def __init__(self, task: TaskRun, secrets: list[str] | None = None) -> None:
+        from apps.jobs.logindex import shared_indexer
         from apps.jobs.logs import LogWriter
 
         self.task = task
-        self.writer = LogWriter(task, secrets or ())  # their values are masked in every stored line
+        # Secret values are masked in every stored line; PostgreSQL indexes the lines once they are live.
+        self.writer = LogWriter(task, secrets or (), indexer=shared_indexer())
         self.samples: list[ResourceSample] = []
         self._chunks: queue.Queue[tuple[str, str, list[str], datetime] | None] = queue.Queue(self.QUEUED_CHUNKS)
         # Started with the first line: a task that prints nothing (many a pipeline step) costs no thread.

@@ -11,7 +11,7 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.jobs import logs
+from apps.jobs import logindex, logs
 from apps.jobs.logs import (
     MAX_LINE_BYTES,
     LogWriter,
@@ -22,7 +22,8 @@ from apps.jobs.logs import (
     run_log_group,
     search,
 )
-from apps.jobs.models import LogLine, PipelineRun, TaskRun
+from apps.jobs.models import LogChunk, LogLine, PipelineRun, TaskRun
+from tests.jobs.indexing import InlineIndexer
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -209,6 +210,20 @@ def test_lines_lose_their_newline_and_are_capped_at_16_kib(task, published):
     assert texts[4] == "bad ? surrogate"
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["inner\nbreak", "plain"],  # the only character to escape is a line break inside one text
+        ["a\tb", "c\\d", "carriage\rreturn", "plain"],
+        ["no escapes at all", "", "  "],
+    ],
+)
+def test_texts_are_stored_exactly_as_written(task, published, texts):
+    with LogWriter(task) as writer:
+        writer.write_many("tab\treplica", "stdout", texts)
+    assert [(line.replica, line.text) for line in stored(task)] == [("tab\treplica", text) for text in texts]
+
+
 def test_it_refuses_unknown_streams_and_writes_after_close(task):
     writer = LogWriter(task)
     with pytest.raises(ValueError, match="stream"):
@@ -302,10 +317,21 @@ SEARCH_KEYWORDS = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def search_lines(task, published) -> list[str]:
-    with LogWriter(task) as writer:
-        write_lines(writer, SEARCH_TEXTS)
+@pytest.fixture(params=["stored", "indexed"])
+def search_lines(request, task, published) -> list[str]:
+    """The texts stored and indexed: on PostgreSQL in chunks of two, so search reads them through the index. On
+    PostgreSQL only, "stored": not in chunks yet, found by reading their attempt's lines (the tail,
+    apps/jobs/logindex.py); SQLite indexes every line as it is stored (FTS5)."""
+    postgresql = connection.vendor == "postgresql"
+    if request.param == "stored" and not postgresql:
+        pytest.skip("SQLite indexes every line as it is stored")
+    indexer = InlineIndexer(chunk_lines=2) if request.param == "indexed" and postgresql else None
+    with LogWriter(task, indexer=indexer) as writer:
+        for text in SEARCH_TEXTS:
+            writer.write("0", "stdout", text, ts=T0)
+            writer.flush()
+    if indexer is not None:
+        assert LogChunk.objects.filter(task=task).count() == (len(SEARCH_TEXTS) + 1) // 2
     return SEARCH_TEXTS
 
 
@@ -334,21 +360,34 @@ def test_search_respects_the_limit_and_order_with_many_matches(run, task, publis
     assert [line["text"] for line in found] == [f"step {i} Loss {i}" for i in range(1200) if i % 3][:500]
 
 
+@pytest.mark.parametrize("search_lines", ["indexed"], indirect=True)
 def test_search_uses_the_text_index_for_keywords_of_three_characters(run, search_lines):
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'")
             if cursor.fetchone() is None:
                 pytest.skip("pg_trgm is not available: the migration skips the index")
-        # A handful of rows: show that the planner *can* serve search's ILIKE from the index; bench/logs.py
-        # shows that it does on a million lines.
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute("SET LOCAL enable_indexscan = off")
+        # The chunks that may hold the keyword come from an index, then only their lines are read, with ILIKE.
         with CaptureQueriesContext(connection) as queries:
-            search(run, "café")
+            assert [line["text"] for line in search(run, "café")] == ["naïve café", "CAFÉ AU LAIT"]
+        chunks = next(query["sql"] for query in queries.captured_queries if "FROM jobs_logchunk" in query["sql"])
+        assert "LIKE lower('%café%')" in chunks
+        # A run of 300 more chunks: the trigram index is what finds the one with the keyword.
+        task = TaskRun.objects.get(run=run)
+        filler = "\n".join(f"step {i} loss 0.{i}" for i in range(1000))
+        LogChunk.objects.bulk_create(
+            LogChunk(run_id=run.pk, task=task, first_seq=i, last_seq=i, first_id=i, last_id=i, text=filler)
+            for i in range(100, 400)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE jobs_logchunk")
+            with logindex.planner(cursor, enable_seqscan="off", jit="off"):
+                cursor.execute(f"EXPLAIN {chunks}")
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+            cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('jit')")
+            assert cursor.fetchone() == ("on", "on")  # restored for the rest of the transaction
+        assert "jobs_logchunk_text_trgm" in plan
         assert any("ILIKE '%café%'" in query["sql"] for query in queries.captured_queries)
-        assert "jobs_logline_text_trgm" in LogLine.objects.filter(text__ilike="%café%").explain()
     elif connection.vendor == "sqlite":
         if not logs._fts_in_sync("default"):
             pytest.skip("SQLite without FTS5 trigram support: the migration skips the table")

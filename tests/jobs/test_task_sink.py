@@ -3,11 +3,14 @@ when the database refuses a batch for a while."""
 
 from __future__ import annotations
 
-import pytest
-from django.db import DatabaseError
+import itertools
+import time
 
-from apps.jobs import logs
-from apps.jobs.models import LogLine, PipelineRun, TaskRun
+import pytest
+from django.db import DatabaseError, connection
+
+from apps.jobs import logindex, logs
+from apps.jobs.models import LogChunk, LogLine, PipelineRun, TaskRun
 from apps.jobs.runtime_hooks import TaskSink
 from tests.factories import ProjectFactory, UserFactory
 
@@ -53,3 +56,22 @@ def test_a_refused_batch_is_stored_later_without_gaps_or_duplicates(task, monkey
     texts = [text for _seq, _stream, text in stored(task)]
     assert texts == [f"a{i}" for i in range(1200)] + ["b"]
     assert calls["n"] >= 2
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="chunks are PostgreSQL's text index")
+def test_the_agents_indexer_puts_every_stored_line_in_a_chunk_on_its_own_thread(task):
+    total = 3 * logindex.CHUNK_LINES + 500
+    sink = TaskSink(task)
+    for start in range(0, total, 500):
+        sink.write_many("0", "stdout", [f"step {i} Loss {i}" for i in range(start, start + 500)])
+    sink.close()  # the attempt's last lines are indexed without waiting for CHUNK_SECONDS
+    deadline = time.monotonic() + 10
+    while not LogChunk.objects.filter(task=task, last_seq=total).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spans = list(LogChunk.objects.filter(task=task).order_by("first_seq").values_list("first_seq", "last_seq"))
+    assert spans[0][0] == 1
+    assert spans[-1][1] == total
+    assert len(spans) >= 3
+    assert all(later[0] == earlier[1] + 1 for earlier, later in itertools.pairwise(spans))  # no hole, no overlap
+    assert LogChunk.objects.get(task=task, first_seq=1).text.startswith("step 0 loss 0\nstep 1 loss 1\n")
+    assert [line["seq"] for line in logs.search(task.run, "LOSS 1234")] == [1235]

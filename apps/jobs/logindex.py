@@ -1,0 +1,342 @@
+"""PostgreSQL's text index of log lines: their text gathered into chunks (LogChunk), written after the lines are live.
+
+Indexing every line in the transaction that stores it cost more than storing it: sorting the trigrams of each batch
+and feeding the GIN index was on the critical path of every live line (bench/logs.py). So the lines are stored and
+published first, and the agent's indexer (one thread per process, `shared_indexer`) gathers each attempt's stored
+batches into chunks of about CHUNK_LINES lines and writes one LogChunk per chunk: the text of its lines, lower-cased,
+under a trigram index that also holds the run. It does so once the attempt pauses or ends (QUIET_SECONDS), so that a
+task printing at full speed has the database to itself.
+
+A task's chunks are written in order and without holes (after a failure, none more for that task), so the lines
+not in a chunk are always the last ones of their attempt: its *tail*, `seq` above the highest chunked one. Search
+(`candidates`) reads the lines of the chunks whose text may hold a keyword plus every tail, so a line is found
+before it is indexed, and when its chunk never came (the agent died, the database refused it).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError, connection, connections, transaction
+from django.db.models import Max, Min, Q
+
+from apps.jobs.models import LogChunk, LogLine, TaskRun
+
+logger = logging.getLogger(__name__)
+
+# Lines per chunk (as jobs.0006 gathers them). Indexing costs about the same per line at 1,000 and at 10,000 (4.7 and
+# 4.3 ms per 1,000 of bench/logs.py's lines), and a search reads a whole chunk's lines where it may hold the keyword:
+# 4,000 made a frequent keyword's first 500 matches cost 60 ms instead of 15 over 1M lines.
+CHUNK_LINES = 1000
+# Live lines first: a task's lines are indexed once it has stored nothing for QUIET_SECONDS (or ended), so indexing
+# does not take the database from a task printing at full speed; but never later than MAX_WAIT_SECONDS, nor while
+# more than MAX_PENDING_CHARS of text wait (then the task holding most is indexed).
+QUIET_SECONDS = 0.5
+MAX_WAIT_SECONDS = 10.0
+MAX_PENDING_CHARS = 16 << 20
+QUEUED_BATCHES = 256  # stored batches waiting for the indexer; then the storing thread waits (never a hole)
+WRITE_ATTEMPTS = 3
+
+
+@dataclass
+class Piece:
+    """One stored batch of an attempt's lines, as the indexer receives it."""
+
+    run_id: int
+    task_id: int
+    first_seq: int
+    last_seq: int
+    first_id: int
+    last_id: int
+    text: str  # the lines joined by newlines
+
+    @property
+    def lines(self) -> int:
+        return self.last_seq - self.first_seq + 1
+
+
+@dataclass
+class Pending:
+    """An attempt's stored batches not in a chunk yet."""
+
+    since: float  # when the first arrived
+    last: float  # when the last arrived
+    pieces: list[Piece] = field(default_factory=list)
+    chars: int = 0
+
+    def chunks(self, lines: int) -> list[LogChunk]:
+        """The pieces as chunks of consecutive pieces, each of at least `lines` lines but the last."""
+        chunks, group = [], []
+        for piece in self.pieces:
+            group.append(piece)
+            if sum(each.lines for each in group) >= lines:
+                chunks.append(_chunk(group))
+                group = []
+        if group:
+            chunks.append(_chunk(group))
+        return chunks
+
+
+def _chunk(pieces: list[Piece]) -> LogChunk:
+    first, last = pieces[0], pieces[-1]
+    return LogChunk(
+        run_id=first.run_id,
+        task_id=first.task_id,
+        first_seq=first.first_seq,
+        last_seq=last.last_seq,
+        first_id=min(piece.first_id for piece in pieces),
+        last_id=max(piece.last_id for piece in pieces),
+        text="\n".join(piece.text for piece in pieces),
+    )
+
+
+def write_chunk(chunk: LogChunk) -> None:
+    """Insert a chunk with its text lower-cased by the database: lower() is the very function PostgreSQL's ILIKE
+    applies, so `LIKE lower(pattern)` finds every chunk whose lines `ILIKE pattern` would match."""
+    table = LogChunk._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (run_id, task_id, first_seq, last_seq, first_id, last_id, text)"
+            " VALUES (%s, %s, %s, %s, %s, %s, lower(%s))",
+            [chunk.run_id, chunk.task_id, chunk.first_seq, chunk.last_seq, chunk.first_id, chunk.last_id, chunk.text],
+        )
+
+
+class ChunkIndexer:
+    """Gathers stored batches per attempt and writes them as chunks when they are due. `take` is the bookkeeping;
+    the thread started by the first `add` writes what it returns, on a connection of its own."""
+
+    RETRY_SECONDS = 1.0
+
+    def __init__(
+        self,
+        chunk_lines: int = CHUNK_LINES,
+        quiet: float = QUIET_SECONDS,
+        max_wait: float = MAX_WAIT_SECONDS,
+        max_chars: int = MAX_PENDING_CHARS,
+    ) -> None:
+        self.chunk_lines, self.quiet, self.max_wait, self.max_chars = chunk_lines, quiet, max_wait, max_chars
+        self.pending: dict[int, Pending] = {}
+        self.chars = 0  # of all pending text
+        self.given_up: set[int] = set()  # tasks whose chunks stopped at a failure: the rest of their lines is tail
+        self.queue: queue.Queue[Piece | int | None] = queue.Queue(QUEUED_BATCHES)
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    # --- what the log writer calls (after the lines' commit) ---
+
+    def add(self, piece: Piece) -> None:
+        self._start()
+        self.queue.put(piece)
+
+    def finish(self, task_id: int) -> None:
+        """The attempt stored its last line: index what waits of it now."""
+        self._start()
+        self.queue.put(task_id)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Write what is pending and end the thread (what is not written by then stays tail)."""
+        if self.thread is not None and self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join(timeout)
+
+    # --- bookkeeping ---
+
+    def take(self, item: Piece | int | None, now: float) -> list[LogChunk]:
+        """Account for a piece, a finished task (its id) or nothing (a tick); return the chunks due."""
+        due: list[int] = []
+        if isinstance(item, Piece) and item.task_id not in self.given_up:
+            pending = self.pending.setdefault(item.task_id, Pending(since=now, last=now))
+            pending.pieces.append(item)
+            pending.last = now
+            pending.chars += len(item.text)
+            self.chars += len(item.text)
+        elif isinstance(item, int):
+            self.given_up.discard(item)  # nothing more will come for it
+            if item in self.pending:
+                due.append(item)
+        for task_id, pending in self.pending.items():
+            if task_id not in due and (now - pending.last >= self.quiet or now - pending.since >= self.max_wait):
+                due.append(task_id)
+        chunks = [chunk for task_id in due for chunk in self._pop(task_id)]
+        while self.chars > self.max_chars:
+            chunks += self._pop(max(self.pending, key=lambda task_id: self.pending[task_id].chars))
+        return chunks
+
+    def drain(self) -> list[LogChunk]:
+        return [chunk for task_id in list(self.pending) for chunk in self._pop(task_id)]
+
+    def _pop(self, task_id: int) -> list[LogChunk]:
+        pending = self.pending.pop(task_id)
+        self.chars -= pending.chars
+        return pending.chunks(self.chunk_lines)
+
+    # --- the thread ---
+
+    def _start(self) -> None:
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self._run, name="log-indexer", daemon=True)
+                    self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    item = self.queue.get(timeout=self.quiet / 2)
+                except queue.Empty:
+                    item = False  # a tick: writes what waited long enough
+                if item is None:
+                    self._write(self.drain())
+                    return
+                self._write(self.take(None if item is False else item, time.monotonic()))
+        finally:
+            connection.close()  # this thread's own
+
+    def _write(self, chunks: list[LogChunk]) -> None:
+        for chunk in chunks:
+            if chunk.task_id in self.given_up:
+                continue
+            for attempt in range(WRITE_ATTEMPTS):
+                try:
+                    write_chunk(chunk)
+                    break
+                except DatabaseError:
+                    logger.warning("could not index log lines of task %s; will retry", chunk.task_id, exc_info=True)
+                    connection.close()
+                    time.sleep(self.RETRY_SECONDS * (attempt + 1))
+            else:
+                # No hole: no later chunk of this task either. Its lines from here on are found as its tail.
+                logger.error("gave up indexing the log lines of task %s from line %s", chunk.task_id, chunk.first_seq)
+                self.given_up.add(chunk.task_id)
+
+
+_shared: ChunkIndexer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_indexer() -> ChunkIndexer | None:
+    """This process's indexer on PostgreSQL; None elsewhere (SQLite indexes lines itself, jobs.0002)."""
+    global _shared
+    if connection.vendor != "postgresql":
+        return None
+    with _shared_lock:
+        if _shared is None:
+            _shared = ChunkIndexer()
+            atexit.register(_shared.stop)
+    return _shared
+
+
+# --- Reading ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Span:
+    """Lines to read: an attempt's lines `first_seq`..`last_seq`, whose ids lie in `first_id`..`last_id`."""
+
+    first_id: int
+    last_id: int
+    task_id: int
+    first_seq: int
+    last_seq: int
+
+
+def candidates(run_id: int, task_ids: list[int], patterns: list[str], using: str) -> list[list[Span]]:
+    """The lines of these tasks of the run that may match any of the LIKE `patterns`: the chunks whose text may,
+    and every tail. Returned as groups of spans sorted by id, whose id ranges do not overlap: read group by group,
+    the lines come in id order, each once."""
+    if not task_ids:
+        return []
+    spans = _matching_chunks(run_id, task_ids, patterns, using) + _tails(task_ids, using)
+    spans.sort(key=lambda span: span.first_id)
+    groups: list[list[Span]] = []
+    last_id = 0
+    for span in spans:
+        if groups and span.first_id <= last_id:
+            groups[-1].append(span)
+            last_id = max(last_id, span.last_id)
+        else:
+            groups.append([span])
+            last_id = span.last_id
+    return groups
+
+
+def _matching_chunks(run_id: int, task_ids: list[int], patterns: list[str], using: str) -> list[Span]:
+    table = LogChunk._meta.db_table
+    likes = " OR ".join(["text LIKE lower(%s)"] * len(patterns))
+    # `run_id + 0`: the expression the trigram index holds (jobs.0006), which no other index serves.
+    sql = (
+        f"SELECT first_id, last_id, task_id, first_seq, last_seq FROM {table}"
+        f" WHERE run_id + 0 = %s::bigint AND ({likes})"
+    )
+    wanted = set(task_ids)
+    # Through the trigram index, never by reading every chunk: the planner takes LIKE over a chunk for as cheap as
+    # over a line, and would rather scan a small table than use an index, 300 times slower for a rare keyword in a
+    # run of 1M lines.
+    with (
+        transaction.atomic(using=using),
+        connections[using].cursor() as cursor,
+        planner(cursor, enable_seqscan="off", jit="off"),
+    ):
+        cursor.execute(sql, [run_id, *patterns])
+        return [Span(*row) for row in cursor.fetchall() if row[2] in wanted]
+
+
+def _tails(task_ids: list[int], using: str) -> list[Span]:
+    """Each task's lines after its last chunk, as one span (none for a task whose lines are all in chunks)."""
+    chunked = dict(
+        LogChunk.objects.using(using)
+        .filter(task_id__in=task_ids)
+        .values("task_id")
+        .annotate(last=Max("last_seq"))
+        .values_list("task_id", "last")
+    )
+    after = Q()
+    for task_id in task_ids:
+        after |= Q(task_id=task_id, seq__gt=chunked.get(task_id, 0))
+    rows = (
+        LogLine.objects.using(using)
+        .filter(after)
+        .values("task_id")
+        .annotate(first_id=Min("id"), last_id=Max("id"), first_seq=Min("seq"), last_seq=Max("seq"))
+        .values_list("first_id", "last_id", "task_id", "first_seq", "last_seq")
+        .order_by()
+    )
+    return [Span(*row) for row in rows]
+
+
+def run_task_ids(run_id: int, node: str | None, using: str) -> list[int]:
+    tasks = TaskRun.objects.using(using).filter(run_id=run_id)
+    if node:
+        tasks = tasks.filter(node=node)
+    return list(tasks.values_list("pk", flat=True))
+
+
+def within(group: list[Span]) -> Q:
+    """The lines of a group of spans (read through the (task, seq) index)."""
+    lines = Q()
+    for span in group:
+        lines |= Q(task_id=span.task_id, seq__range=(span.first_seq, span.last_seq))
+    return lines
+
+
+@contextmanager
+def planner(cursor, **settings: str) -> Iterator[None]:
+    """PostgreSQL planner settings for the statements inside, then back to what they were in the caller's
+    transaction (SET LOCAL would last to its end). `jit` off: where a plan is disabled rather than impossible its
+    cost is 10^10, which would compile the query first."""
+    names = list(settings)
+    cursor.execute("SELECT " + ", ".join(["current_setting(%s)"] * len(names)), names)
+    saved = cursor.fetchone()
+    assignments = ", ".join(["set_config(%s, %s, true)"] * len(names))
+    cursor.execute(f"SELECT {assignments}", [value for pair in settings.items() for value in pair])
+    yield
+    cursor.execute(f"SELECT {assignments}", [value for pair in zip(names, saved, strict=True) for value in pair])

@@ -1,0 +1,180 @@
+"""PostgreSQL's text index of log lines: chunks of an attempt's lines written after they are live, and search over
+the chunks plus the lines not in one yet (apps/jobs/logindex.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DatabaseError, connection
+
+from apps.jobs import logindex, logs
+from apps.jobs.logindex import ChunkIndexer, Piece
+from apps.jobs.logs import LogWriter, first_error, search
+from apps.jobs.models import LogChunk, LogLine, PipelineRun, TaskRun
+from tests.jobs.indexing import InlineIndexer
+
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="chunks are PostgreSQL's text index; SQLite indexes lines (FTS5)"
+)
+
+
+@pytest.fixture
+def run(world) -> PipelineRun:
+    return PipelineRun.objects.create(project=world.project_a, pipeline_name="train", number=3)
+
+
+@pytest.fixture
+def fit(run) -> TaskRun:
+    return TaskRun.objects.create(run=run, node="fit")
+
+
+@pytest.fixture(autouse=True)
+def at_once(monkeypatch):
+    """The test's transaction never commits: run what waits for the commit (publish, index) now."""
+    monkeypatch.setattr(logs, "publish_lines", lambda run_id, rows: None)
+    monkeypatch.setattr(logs.transaction, "on_commit", lambda func, *args, **kwargs: func())
+
+
+def chunks(task: TaskRun) -> list[tuple[int, int, str]]:
+    return list(LogChunk.objects.filter(task=task).order_by("first_seq").values_list("first_seq", "last_seq", "text"))
+
+
+def texts(found: list[dict]) -> list[str]:
+    return [line["text"] for line in found]
+
+
+def scanned(run: PipelineRun, q: str) -> list[str]:
+    return list(LogLine.objects.filter(run=run, text__icontains=q).order_by("pk").values_list("text", flat=True))
+
+
+def test_an_attempts_batches_are_gathered_into_lower_cased_chunks(run, fit):
+    writer = LogWriter(fit, indexer=InlineIndexer(chunk_lines=3))
+    writer.write_many("0", "stdout", ["Epoch 1 LOSS 0.5", "Ünïcode ÄÖ"])
+    writer.flush()
+    writer.write_many("0", "stdout", ["Epoch 2", "LOSS 0.4"])
+    writer.flush()
+    writer.write("0", "stderr", "Last")
+    assert chunks(fit) == []  # the task is still printing: it has the database to itself
+    writer.close()  # it ended: its batches become chunks of at least 3 lines, the last one smaller
+    assert chunks(fit) == [(1, 4, "epoch 1 loss 0.5\nünïcode äö\nepoch 2\nloss 0.4"), (5, 5, "last")]
+    ids = list(LogLine.objects.filter(task=fit).order_by("seq").values_list("pk", flat=True))
+    first = LogChunk.objects.get(task=fit, first_seq=1)
+    assert (first.run_id, first.first_id, first.last_id) == (run.pk, ids[0], ids[3])
+    run.delete()  # chunks go with their tasks
+    assert not LogChunk.objects.exists()
+
+
+def piece(task_id: int, first_seq: int, lines: int = 1, chars: int = 1) -> Piece:
+    text = "\n".join(["x" * chars] * lines)
+    return Piece(1, task_id, first_seq, first_seq + lines - 1, first_seq + 100, first_seq + 100 + lines - 1, text)
+
+
+def spans(chunks: list[LogChunk]) -> list[tuple[int, int, int]]:
+    return [(chunk.task_id, chunk.first_seq, chunk.last_seq) for chunk in chunks]
+
+
+def test_a_tasks_lines_are_indexed_once_it_pauses_or_ends_or_has_waited_too_long():
+    indexer = ChunkIndexer(chunk_lines=1000, quiet=0.5, max_wait=10.0)
+    assert indexer.take(piece(7, 1, lines=3), now=100.0) == []
+    assert indexer.take(piece(7, 4, lines=2), now=100.4) == []  # still printing
+    assert spans(indexer.take(None, now=100.9)) == [(7, 1, 5)]  # quiet for half a second
+    assert indexer.take(None, now=101.0) == []
+    for i in range(25):  # printing without a pause: indexed after 10 s all the same
+        assert indexer.take(piece(8, i + 1), now=200.0 + i * 0.4) == []
+    assert spans(indexer.take(piece(8, 26), now=210.0)) == [(8, 1, 26)]
+    assert indexer.take(piece(9, 1), now=300.0) == []
+    assert spans(indexer.take(9, now=300.1)) == [(9, 1, 1)]  # it ended
+
+
+def test_too_much_waiting_text_indexes_the_task_holding_most():
+    indexer = ChunkIndexer(chunk_lines=2, quiet=60, max_wait=60, max_chars=100)
+    assert indexer.take(piece(1, 1, chars=40), now=0) == []
+    assert indexer.take(piece(2, 1, chars=30), now=0) == []
+    assert indexer.take(piece(1, 2, chars=20), now=0) == []
+    assert spans(indexer.take(piece(2, 2, chars=20), now=0)) == [(1, 1, 2)]  # 110 characters waited
+    assert indexer.chars == 50
+
+
+def test_pieces_become_chunks_of_at_least_chunk_lines_in_order():
+    indexer = ChunkIndexer(chunk_lines=1000, quiet=60, max_wait=60)
+    for first in range(1, 3001, 600):
+        indexer.take(piece(5, first, lines=600), now=0)
+    assert spans(indexer.take(5, now=0)) == [(5, 1, 1200), (5, 1201, 2400), (5, 2401, 3000)]
+
+
+@pytest.mark.parametrize("first_spans", [1, 100])
+def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(run, fit, monkeypatch, first_spans):
+    monkeypatch.setattr(logs, "FIRST_SPANS", first_spans)
+    evaluate = TaskRun.objects.create(run=run, node="eval")
+    unindexed = TaskRun.objects.create(run=run, node="report")
+    indexer = InlineIndexer(chunk_lines=10)
+    with LogWriter(fit, indexer=indexer) as a, LogWriter(evaluate, indexer=indexer) as b, LogWriter(unindexed) as c:
+        for i in range(35):  # the three tasks store in turn: each chunk's ids span the others' lines
+            a.write("0", "stdout", f"fit step {i} loss {i}")
+            if i % 5 == 4:
+                a.flush()
+                b.write("0", "stdout", f"eval after {i}: loss")
+                b.flush()
+                c.write("0", "stdout", f"report {i}: Loss")
+                c.flush()
+            if i == 29:  # fit and eval pause: what they stored so far is indexed
+                indexer.index_pending()
+        assert [(first, last) for first, last, _text in chunks(fit)] == [(1, 10), (11, 20), (21, 30)]
+        assert chunks(unindexed) == []
+        # fit's last 5 lines and eval's 7 and report's 7 are in no chunk: found all the same
+        expected = scanned(run, "loss")
+        assert len(expected) == 35 + 7 + 7
+        assert texts(search(run, "LOSS")) == expected
+        assert texts(search(run, "loss", limit=12)) == expected[:12]
+        assert texts(search(run, "loss", node="eval")) == [f"eval after {i}: loss" for i in range(4, 35, 5)]
+        assert texts(search(run, "step 33")) == ["fit step 33 loss 33"]
+        assert texts(search(run, "step 3 ")) == ["fit step 3 loss 3"]
+        assert texts(search(run, "report 19")) == ["report 19: Loss"]
+        assert search(run, "step 35") == []
+    assert [(first, last) for first, last, _text in chunks(fit)][-1] == (31, 35)
+    assert texts(search(run, "LOSS")) == expected
+
+
+def test_the_lines_after_a_chunk_that_could_not_be_written_are_found_as_the_tail(run, fit, monkeypatch):
+    real_write = logindex.write_chunk
+    calls = {"n": 0}
+
+    def refused_second(chunk):
+        calls["n"] += 1
+        if chunk.first_seq == 3:
+            raise DatabaseError("the database went away")
+        real_write(chunk)
+
+    monkeypatch.setattr(logindex, "write_chunk", refused_second)
+    monkeypatch.setattr(ChunkIndexer, "RETRY_SECONDS", 0.0)
+    monkeypatch.setattr(logindex.connection, "close", lambda: None)  # the test's connection holds its transaction
+    indexer = InlineIndexer(chunk_lines=2)
+    with LogWriter(fit, indexer=indexer) as writer:
+        for i in range(8):
+            writer.write("0", "stdout", f"epoch {i}: error rate {i}")
+            writer.flush()
+    # No hole: after the refused chunk (lines 3-4) no later one either; lines 3-8 are the tail.
+    assert [(first, last) for first, last, _text in chunks(fit)] == [(1, 2)]
+    assert calls["n"] == logindex.WRITE_ATTEMPTS + 1
+    assert texts(search(run, "ERROR RATE")) == [f"epoch {i}: error rate {i}" for i in range(8)]
+    assert texts(search(run, "epoch 5")) == ["epoch 5: error rate 5"]
+
+
+def test_first_error_is_found_in_chunks_and_tails(run, fit):
+    indexer = InlineIndexer(chunk_lines=100)
+    with LogWriter(fit, indexer=indexer) as writer:
+        for batch in range(3):
+            writer.write_many("0", "stdout", [f"batch {batch} line {i}" for i in range(100)])
+            writer.flush()
+        indexer.index_pending()
+        writer.write("0", "stderr", "RuntimeError: CUDA out of memory")
+        writer.flush()
+        assert LogChunk.objects.filter(task=fit).count() == 3
+        assert first_error(run)["text"] == "RuntimeError: CUDA out of memory"  # in the tail
+        writer.write("0", "stdout", "an Exception later")
+    assert LogChunk.objects.filter(task=fit).count() == 4
+    assert first_error(run)["text"] == "RuntimeError: CUDA out of memory"  # in a chunk
+
+
+def test_search_of_a_run_without_lines_finds_nothing(run, fit):
+    assert search(run, "anything") == []
+    assert first_error(run) is None
