@@ -16,6 +16,7 @@ before it is indexed, and when its chunk never came (the agent died, the databas
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import queue
 import threading
@@ -28,6 +29,7 @@ from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import Max, Min, Q
 
 from apps.jobs.models import LogChunk, LogLine, TaskRun
+from apps.runtime.models import progress_marker
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +75,13 @@ class Pending:
 
     def chunks(self, lines: int) -> list[LogChunk]:
         """The pieces as chunks of consecutive pieces, each of at least `lines` lines but the last."""
-        chunks, group = [], []
+        chunks, group, count = [], [], 0
         for piece in self.pieces:
             group.append(piece)
-            if sum(each.lines for each in group) >= lines:
+            count += piece.lines
+            if count >= lines:
                 chunks.append(_chunk(group))
-                group = []
+                group, count = [], 0
         if group:
             chunks.append(_chunk(group))
         return chunks
@@ -202,21 +205,26 @@ class ChunkIndexer:
             connection.close()  # this thread's own
 
     def _write(self, chunks: list[LogChunk]) -> None:
-        for chunk in chunks:
-            if chunk.task_id in self.given_up:
+        """Each task's chunks in one transaction that does not wait for the WAL flush: a chunk lost to a crash of
+        the database leaves its lines tail, and a later one cannot outlive it (the WAL is written in order)."""
+        for task_id, group in itertools.groupby(chunks, key=lambda chunk: chunk.task_id):
+            if task_id in self.given_up:
                 continue
+            group = list(group)
             for attempt in range(WRITE_ATTEMPTS):
                 try:
-                    write_chunk(chunk)
+                    with progress_marker():
+                        for chunk in group:
+                            write_chunk(chunk)
                     break
                 except DatabaseError:
-                    logger.warning("could not index log lines of task %s; will retry", chunk.task_id, exc_info=True)
+                    logger.warning("could not index log lines of task %s; will retry", task_id, exc_info=True)
                     connection.close()
                     time.sleep(self.RETRY_SECONDS * (attempt + 1))
             else:
                 # No hole: no later chunk of this task either. Its lines from here on are found as its tail.
-                logger.error("gave up indexing the log lines of task %s from line %s", chunk.task_id, chunk.first_seq)
-                self.given_up.add(chunk.task_id)
+                logger.error("gave up indexing the log lines of task %s from line %s", task_id, group[0].first_seq)
+                self.given_up.add(task_id)
 
 
 _shared: ChunkIndexer | None = None
