@@ -319,7 +319,7 @@ class LogWriter:
             if not self._closed:
                 self.flush()
                 self._closed = True
-                if self.indexer is not None:
+                if self.indexer is not None and self._next_seq is not None:  # it stored lines: index the rest now
                     self.indexer.finish(self.task.pk)
 
 
