@@ -9,10 +9,8 @@ Screenshots: test-results/e2e/<test>-<step>.png.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connections
 from playwright.sync_api import expect
 
 from apps.jobs.models import PipelineRun, ResourceSample
@@ -21,6 +19,7 @@ from apps.notebooks import services as notebooks
 from apps.runtime.workload import Phase
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services import rollout
+from tests.e2e.threads import elsewhere
 from tests.factories import PASSWORD, pipeline
 from tests.jobs.conftest import drive
 from tests.notebooks.factories import notebook
@@ -33,19 +32,6 @@ WORK = "\n".join(
     ["import time", "held = bytearray(40_000_000)", "for i in range(6):", "    print('step', i, flush=True)",
      "    time.sleep(0.5)"]
 )  # fmt: skip
-
-
-def elsewhere(work):
-    """Run `work` on another thread and wait for it (its database connections are closed after)."""
-
-    def wrapped():
-        try:
-            return work()
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(wrapped).result()
 
 
 def mark(b) -> None:
