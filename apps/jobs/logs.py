@@ -108,10 +108,10 @@ def publish_lines(run_id: int, rows: list[list[Any]]) -> None:
 _INSERT_COLUMNS = ("id", "run_id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream", "text")
 
 
-def insert_lines(task: TaskRun, first_seq: int, batch: list[tuple[str, datetime, str, str]]) -> list[int]:
+def insert_lines(task: TaskRun, first_seq: int, batch: list[tuple[str, datetime, str, str]], joined: str) -> list[int]:
     """Store a batch of one attempt's lines as raw rows (no model instances: this is the hot path) and
-    return their ids. PostgreSQL: ids from the sequence, then COPY; elsewhere one executemany. Call inside a
-    transaction."""
+    return their ids; `joined` is their texts joined by newlines. PostgreSQL: ids from the sequence, then COPY;
+    elsewhere one executemany. Call inside a transaction."""
     table = LogLine._meta.db_table
     n = len(batch)
     columns = ", ".join(_INSERT_COLUMNS)
@@ -122,7 +122,6 @@ def insert_lines(task: TaskRun, first_seq: int, batch: list[tuple[str, datetime,
             # database's work of storing a line).
             cursor.execute("SELECT nextval(%s::regclass) FROM generate_series(1, %s)", [_id_sequence(cursor), n])
             ids = [row[0] for row in cursor.fetchall()]
-            joined = "\n".join([text for *_, text in batch])
             # Whether any text needs COPY's escapes, asked of them all at once (a line break beyond the n-1 joints)
             escape = "\\" in joined or "\t" in joined or "\r" in joined or joined.count("\n") >= n
             with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
@@ -281,8 +280,9 @@ class LogWriter:
                 last = LogLine.objects.filter(task_id=task.pk).aggregate(last=Max("seq"))["last"]
                 self._next_seq = (last or 0) + 1
             first_seq = self._next_seq
+            joined = "\n".join([text for *_, text in batch])  # for COPY's escapes and the indexer
             with progress_marker():  # on failure the lines stay pending for the next flush
-                ids = insert_lines(task, first_seq, batch)
+                ids = insert_lines(task, first_seq, batch, joined)
             self._next_seq += len(batch)
             self._pending = []
             self._pending_chars = 0
@@ -309,8 +309,7 @@ class LogWriter:
             transaction.on_commit(lambda: publish_lines(run_id, rows))
             if self.indexer is not None:
                 last_seq = first_seq + len(batch) - 1
-                text = "\n".join([text for *_, text in batch])
-                piece = Piece(run_id, task_id, first_seq, last_seq, ids[0], ids[-1], text)
+                piece = Piece(run_id, task_id, first_seq, last_seq, ids[0], ids[-1], joined)
                 transaction.on_commit(lambda: self.indexer.add(piece))
             return len(batch)
 

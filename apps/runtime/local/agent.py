@@ -46,6 +46,7 @@ READ_BYTES = 1 << 16  # a full pipe: smaller reads cost throughput (16 KiB: -10 
 # before it and in the chunk being stored: the default 64 KiB (about 2,000 lines) was 40 ms of print-to-browser
 # latency per hop at 55k lines/s; 16 KiB still fills a batch of 1,000 lines in two reads.
 PIPE_BYTES = 1 << 14
+SET_PIPE_SIZE = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only; elsewhere the default pipe works
 MAX_PIECE_BYTES = 1 << 16
 
 
@@ -206,11 +207,10 @@ class Supervisor:
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group: a timeout or cancel kills the whole tree
         )
-        set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only; elsewhere the default pipe works
-        for pipe in (proc.stdout, proc.stderr):
-            with contextlib.suppress(OSError):  # a limit on pipe sizes: the default pipe works too
-                if set_size is not None:
-                    fcntl.fcntl(pipe.fileno(), set_size, PIPE_BYTES)
+        if SET_PIPE_SIZE is not None:
+            for pipe in (proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):  # a limit on pipe sizes: the default pipe works too
+                    fcntl.fcntl(pipe.fileno(), SET_PIPE_SIZE, PIPE_BYTES)
         return proc
 
     def _pump(self, replica: str, stream_name: str, stream: IO[bytes]) -> None:
