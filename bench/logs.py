@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import random
@@ -327,16 +328,6 @@ def drop_text_index() -> None:
             cursor.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
 
 
-# The chunks of stored lines that the agent's indexer writes (apps/jobs/logindex.py), made for loaded lines as
-# migration jobs.0006 makes them for lines stored before it.
-CHUNKS_SQL = """
-INSERT INTO jobs_logchunk (run_id, task_id, first_seq, last_seq, first_id, last_id, text)
-SELECT MIN(run_id), task_id, MIN(seq), MAX(seq), MIN(id), MAX(id), lower(string_agg(text, E'\\n' ORDER BY seq))
-FROM jobs_logline
-GROUP BY task_id, (seq - 1) / 1000
-"""
-
-
 def load(rows: list[tuple], index: list[str]) -> tuple[float, float]:
     """Bulk-insert the rows as a restore would: PostgreSQL COPY with FK triggers off, SQLite executemany
     in 5000s; the text index (its SQL in `index`; PostgreSQL: and the chunks) is built afterwards. Returns
@@ -368,8 +359,8 @@ def load(rows: list[tuple], index: list[str]) -> tuple[float, float]:
     rate = len(rows) / (time.perf_counter() - started)
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        if postgres:
-            cursor.execute(CHUNKS_SQL)
+        if postgres:  # the chunks the agent's indexer writes, made for loaded lines as jobs.0006 makes them
+            cursor.execute(importlib.import_module("apps.jobs.migrations.0006_logchunk").BACKFILL)
         if postgres and index:
             cursor.execute("SET maintenance_work_mem = '256MB'")
         if not postgres and index:

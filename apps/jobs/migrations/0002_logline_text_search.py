@@ -35,25 +35,37 @@ FTS_SQL = [
 ]
 
 
+def create_extension(connection, cursor, name: str) -> bool:
+    """Install a contrib extension if the server has it and lets us; False otherwise."""
+    cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", [name])
+    if cursor.fetchone() is None:
+        return False
+    try:
+        with transaction.atomic(using=connection.alias):  # a savepoint: a refusal must not end the migration
+            cursor.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+    except DatabaseError:  # e.g. not allowed to (pg_trgm and btree_gin are trusted from PostgreSQL 13, not before)
+        return False
+    return True
+
+
+def opclass(cursor, connection) -> str | None:
+    """pg_trgm's GIN operator class, in the schema the extension lives in; None without pg_trgm."""
+    cursor.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"
+    )
+    row = cursor.fetchone()
+    return f"{connection.ops.quote_name(row[0])}.gin_trgm_ops" if row else None
+
+
 def create_trigram_index(schema_editor) -> None:
     connection = schema_editor.connection
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'")
-        if cursor.fetchone() is None:
+        if not create_extension(connection, cursor, "pg_trgm"):
             return
-        try:
-            with transaction.atomic(using=connection.alias):  # a savepoint: a refusal must not end the migration
-                cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        except DatabaseError:  # e.g. not allowed to (pg_trgm is trusted from PostgreSQL 13, not before)
-            return
-        cursor.execute(
-            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-            " WHERE e.extname = 'pg_trgm'"
-        )
-        opclass = f"{connection.ops.quote_name(cursor.fetchone()[0])}.gin_trgm_ops"
         # UPPER(text): the very expression `icontains` compares (UPPER(text) LIKE UPPER('%q%')), so the
         # unchanged query uses the index and its results stay exactly those of the scan.
-        cursor.execute(f"CREATE INDEX IF NOT EXISTS {TRIGRAM_INDEX} ON jobs_logline USING gin (UPPER(text) {opclass})")
+        ops = opclass(cursor, connection)
+        cursor.execute(f"CREATE INDEX IF NOT EXISTS {TRIGRAM_INDEX} ON jobs_logline USING gin (UPPER(text) {ops})")
 
 
 def create_fts(schema_editor) -> None:

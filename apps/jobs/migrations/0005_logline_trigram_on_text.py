@@ -6,17 +6,13 @@ for 200k lines here), and storing is on the live path of every log line (bench/l
 reads every stored line once.
 """
 
+import importlib
+
 from django.db import migrations
 
+text_search = importlib.import_module("apps.jobs.migrations.0002_logline_text_search")
+
 INDEX = "jobs_logline_text_trgm"
-
-
-def opclass(cursor, connection) -> str | None:
-    cursor.execute(
-        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"
-    )
-    row = cursor.fetchone()
-    return f"{connection.ops.quote_name(row[0])}.gin_trgm_ops" if row else None
 
 
 def rebuild(expression: str):
@@ -25,7 +21,7 @@ def rebuild(expression: str):
         if connection.vendor != "postgresql":
             return
         with connection.cursor() as cursor:
-            ops = opclass(cursor, connection)
+            ops = text_search.opclass(cursor, connection)
             if ops is None:  # jobs.0002 could not install pg_trgm: search scans, as before
                 return
             cursor.execute(f"DROP INDEX IF EXISTS {INDEX}")

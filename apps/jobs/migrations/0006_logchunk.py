@@ -9,9 +9,9 @@ Nothing changes on SQLite, whose FTS5 table keeps indexing lines (jobs.0002).
 import importlib
 
 import django.db.models.deletion
-from django.db import DatabaseError, migrations, models, transaction
+from django.db import migrations, models
 
-trigram_on_text = importlib.import_module("apps.jobs.migrations.0005_logline_trigram_on_text")
+text_search = importlib.import_module("apps.jobs.migrations.0002_logline_text_search")
 
 LINE_INDEX = "jobs_logline_text_trgm"
 CHUNK_INDEX = "jobs_logchunk_text_trgm"
@@ -25,18 +25,6 @@ GROUP BY task_id, (seq - 1) / {CHUNK_LINES}
 """
 
 
-def create_extension(connection, cursor, name: str) -> bool:
-    cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", [name])
-    if cursor.fetchone() is None:
-        return False
-    try:
-        with transaction.atomic(using=connection.alias):  # a savepoint: a refusal must not end the migration
-            cursor.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
-    except DatabaseError:  # not allowed to (btree_gin is trusted from PostgreSQL 13, not before)
-        return False
-    return True
-
-
 def forwards(apps, schema_editor) -> None:
     connection = schema_editor.connection
     if connection.vendor != "postgresql":
@@ -45,14 +33,14 @@ def forwards(apps, schema_editor) -> None:
         cursor.execute("ALTER TABLE jobs_logchunk ALTER COLUMN text SET STORAGE EXTERNAL")
         cursor.execute(f"DROP INDEX IF EXISTS {LINE_INDEX}")
         cursor.execute(BACKFILL)
-        ops = trigram_on_text.opclass(cursor, connection)
+        ops = text_search.opclass(cursor, connection)
         if ops is None:  # jobs.0002 could not install pg_trgm: search reads every chunk of a run
             return
         # With btree_gin the index also holds the run, as `run_id + 0`: one index scan finds a run's chunks with a
         # keyword, and as only search spells that expression, the planner cannot take the run's chunks from another
         # index and read them all (it takes LIKE over a chunk for as cheap as over a line). Without btree_gin it
         # holds the text alone and the run is a filter.
-        run = "(run_id + 0), " if create_extension(connection, cursor, "btree_gin") else ""
+        run = "(run_id + 0), " if text_search.create_extension(connection, cursor, "btree_gin") else ""
         cursor.execute(f"CREATE INDEX {CHUNK_INDEX} ON jobs_logchunk USING gin ({run}text {ops})")
 
 
@@ -61,7 +49,7 @@ def backwards(apps, schema_editor) -> None:
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        ops = trigram_on_text.opclass(cursor, connection)
+        ops = text_search.opclass(cursor, connection)
         if ops is not None:
             cursor.execute(f"CREATE INDEX IF NOT EXISTS {LINE_INDEX} ON jobs_logline USING gin (text {ops})")
 
