@@ -158,6 +158,8 @@ if REDIS_URL:
 else:
     CELERY_BROKER_DIR = VAR_DIR / "celery"
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's folder transport with whole writes and a consumer that survives an unreadable file (kombu#1551).
+    CELERY_BROKER_TRANSPORT = "portal.lib.folderbroker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
