@@ -7,7 +7,8 @@ PIP := $(VENV)/bin/pip
 TRAIN_VENV := .venv-train
 TRAIN_PY := $(TRAIN_VENV)/bin/python
 PORT ?= 8000
-# The Kubernetes controller (`kube` in the Procfile) starts with the rest when tasks may run on a cluster.
+# The Procfile's processes `make run` starts under portal/supervise.py, which restarts one that exits (with backoff)
+# and reports them in /readyz. The Kubernetes controller (`kube`) starts with the rest when tasks may run on a cluster.
 PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
 PYTEST_ARGS ?=
 # The state folder and the secret key file, where settings look for them (PORTAL_VAR_DIR, SECRET_KEY_FILE).
@@ -108,7 +109,7 @@ run: migrate vendor-if-needed
 	@echo ""
 	@echo "  Portal: http://127.0.0.1:$(PORT)/   (API docs: http://127.0.0.1:$(PORT)/api/v1/docs/)"
 	@echo ""
-	PORTAL_PORT=$(PORT) exec $(VENV)/bin/honcho -f Procfile start $(PROCESSES)
+	PORTAL_PORT=$(PORT) exec $(PY) -m portal.supervise -f Procfile $(PROCESSES)
 
 # Tests keep their state (SQLite files, broker folder, task outputs) apart from a running portal's var/.
 # They read the key `secret-key` made (SECRET_KEY_FILE, else under PORTAL_VAR_DIR, else var/).

@@ -133,6 +133,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = envstr("REDIS_URL")
 REDIS_PREFIX = envstr("REDIS_PREFIX", "portal")
 
+# Set by `make run`'s supervisor (portal/supervise.py) for the processes it starts: /readyz reports theirs.
+PORTAL_SUPERVISOR_STATE = envstr("PORTAL_SUPERVISOR_STATE")
+
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
