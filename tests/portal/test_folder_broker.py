@@ -84,10 +84,11 @@ def test_a_reader_racing_a_writer_never_sees_a_partial_message(tmp_path):
 def test_an_unreadable_message_file_is_moved_aside_and_consumption_goes_on(tmp_path, caplog):
     folder_options = options(tmp_path)
     queue_folder = tmp_path / "queue"
-    # What a crashed writer or kombu's own non-atomic write leaves: an empty file, cut JSON, JSON that is no message.
-    (queue_folder / "1_a.jobs.msg").write_bytes(b"")
-    (queue_folder / "2_b.jobs.msg").write_bytes(b'{"body": "eyJh')
-    (queue_folder / "3_c.jobs.msg").write_bytes(b"[1, 2]")
+    # What a crashed writer or kombu's own non-atomic write leaves: an empty file, cut JSON, JSON that is no message
+    # ("0_…" sorts before any real message name, "<monotonic ms>_<uuid>.<queue>.msg": they are read first).
+    (queue_folder / "0_a.jobs.msg").write_bytes(b"")
+    (queue_folder / "0_b.jobs.msg").write_bytes(b'{"body": "eyJh')
+    (queue_folder / "0_c.jobs.msg").write_bytes(b"[1, 2]")
     caplog.set_level(logging.WARNING, logger="portal.lib.folderbroker")
     with Connection("filesystem://", transport=Transport, transport_options=folder_options) as conn:
         queue = conn.SimpleQueue("jobs")
@@ -97,11 +98,11 @@ def test_an_unreadable_message_file_is_moved_aside_and_consumption_goes_on(tmp_p
         message.ack()
         queue.close()
     moved = sorted(p.name for p in (queue_folder / CORRUPT).iterdir())
-    assert moved == ["1_a.jobs.msg", "2_b.jobs.msg", "3_c.jobs.msg"]
-    assert (queue_folder / CORRUPT / "2_b.jobs.msg").read_bytes() == b'{"body": "eyJh'  # kept for a look
+    assert moved == ["0_a.jobs.msg", "0_b.jobs.msg", "0_c.jobs.msg"]
+    assert (queue_folder / CORRUPT / "0_b.jobs.msg").read_bytes() == b'{"body": "eyJh'  # kept for a look
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 3
-    assert "1_a.jobs.msg" in warnings[0]
+    assert "0_a.jobs.msg" in warnings[0]
 
 
 def test_a_binding_table_is_never_seen_empty(tmp_path):
