@@ -7,11 +7,15 @@ PIP := $(VENV)/bin/pip
 TRAIN_VENV := .venv-train
 TRAIN_PY := $(TRAIN_VENV)/bin/python
 PORT ?= 8000
-# The Kubernetes controller (`kube` in the Procfile) starts with the rest when tasks may run on a cluster.
+# The Procfile's processes `make run` starts under portal/supervise.py, which restarts one that exits (with backoff)
+# and reports them in /readyz. The Kubernetes controller (`kube`) starts with the rest when tasks may run on a cluster.
 PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
 PYTEST_ARGS ?=
+# The state folder and the secret key file, where settings look for them (PORTAL_VAR_DIR, SECRET_KEY_FILE).
+VAR_DIR := $(or $(PORTAL_VAR_DIR),$(CURDIR)/var)
+SECRET_KEY_PATH := $(or $(SECRET_KEY_FILE),$(VAR_DIR)/secret_key)
 
-.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium clean help
+.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium clean help secret-key
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
@@ -84,27 +88,32 @@ mlflow2-env: .venv-mlflow2/.installed
 mlserver-env: .venv-mlserver/.installed
 .PHONY: mlserver-env
 
-# Without SECRET_KEY, settings read this key, generated once (DEBUG stays off).
-var/secret_key:
-	@mkdir -p var
-	@umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+# Without SECRET_KEY, settings read this key, generated once (DEBUG stays off): $(SECRET_KEY_FILE), else
+# $(PORTAL_VAR_DIR)/secret_key, else var/secret_key in the checkout — the same order as portal/settings.py.
+secret-key: $(SECRET_KEY_PATH)
+$(SECRET_KEY_PATH):
+	@mkdir -p "$(@D)"
+	@umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > "$@"
 
-migrate: install notebook-env var/secret_key compilemessages
+migrate: install notebook-env secret-key compilemessages
 	$(PY) manage.py migrate --noinput
 	@if [ -z "$$REDIS_URL" ]; then $(PY) manage.py migrate --noinput --database channels; fi
 
 demo: migrate
 	$(PY) manage.py demo
 
-run: demo vendor-if-needed
+# The demo never blocks the portal: `make run` warns when it cannot be made and starts anyway (`make demo` fails).
+run: migrate vendor-if-needed
+	@$(PY) manage.py demo || echo "make run: WARNING: the demo could not be made (see above); starting the portal without it" >&2
 	$(PY) manage.py collectstatic --noinput -v 0
 	@echo ""
 	@echo "  Portal: http://127.0.0.1:$(PORT)/   (API docs: http://127.0.0.1:$(PORT)/api/v1/docs/)"
 	@echo ""
-	PORTAL_PORT=$(PORT) exec $(VENV)/bin/honcho -f Procfile start $(PROCESSES)
+	PORTAL_PORT=$(PORT) exec $(PY) -m portal.supervise -f Procfile $(PROCESSES)
 
 # Tests keep their state (SQLite files, broker folder, task outputs) apart from a running portal's var/.
-TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}
+# They read the key `secret-key` made (SECRET_KEY_FILE, else under PORTAL_VAR_DIR, else var/).
+TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$(SECRET_KEY_PATH)
 
 # The browser tests (tests/e2e) drive Debian's Chromium, installed from Debian's packages when missing (never
 # `playwright install`, which downloads a browser of its own), with a CJK font so that the screenshots of pages in
@@ -122,10 +131,10 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES); \
 	fi
 
-test: dev-install notebook-env var/secret_key compilemessages chromium
+test: dev-install notebook-env secret-key compilemessages chromium
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
-test-smoke: dev-install var/secret_key
+test-smoke: dev-install secret-key
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 -m smoke $(PYTEST_ARGS)
 
 lint: dev-install
@@ -135,7 +144,7 @@ lint: dev-install
 # bandit fails on any high-severity finding (config: [tool.bandit] in pyproject.toml); schemathesis sends
 # SCHEMATHESIS_EXAMPLES generated requests per API operation and fails on a 5xx or a response off the schema.
 SCHEMATHESIS_EXAMPLES ?= 5
-security: dev-install var/secret_key
+security: dev-install secret-key
 	$(VENV)/bin/bandit -c pyproject.toml -r apps portal --severity-level high --quiet
 	$(TEST_ENV) PORTAL_SCHEMATHESIS_EXAMPLES=$(SCHEMATHESIS_EXAMPLES) \
 	  $(VENV)/bin/pytest -n 2 -m schemathesis $(PYTEST_ARGS) tests/portal/test_schemathesis.py
@@ -177,16 +186,16 @@ COMPILEMESSAGES = $(PY) manage.py compilemessages -v 0 \
 	--ignore '.*' --ignore 'node_modules' --ignore 'var' --ignore 'static' --ignore 'tests'
 LOCALE_PO = $(wildcard locale/*/LC_MESSAGES/*.po)
 
-messages: install var/secret_key
+messages: install secret-key
 	$(MAKEMESSAGES) -d django
 	$(MAKEMESSAGES) -d djangojs
 	$(COMPILEMESSAGES)
 
-compilemessages: install var/secret_key
+compilemessages: install secret-key
 	@stale="$$(for po in $(LOCALE_PO); do if [ "$$po" -nt "$${po%.po}.mo" ]; then echo "$$po"; fi; done)"; \
 	if [ -z "$$stale" ]; then :; \
 	elif command -v msgfmt >/dev/null; then echo "compilemessages:" $$stale; $(COMPILEMESSAGES); \
 	else echo "GNU gettext (msgfmt) is not installed: using the committed .mo files for" $$stale; fi
 
 clean:
-	rm -rf var/staticfiles var/celery .pytest_cache
+	rm -rf "$(VAR_DIR)/staticfiles" "$(VAR_DIR)/celery" .pytest_cache

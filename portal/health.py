@@ -1,13 +1,20 @@
-"""/healthz (the process answers) and /readyz (database, broker and channel layer reachable)."""
+"""/healthz (the process answers) and /readyz (database, broker and channel layer reachable; under `make run`,
+every process of the Procfile running)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import json
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -30,12 +37,42 @@ def check_broker() -> None:
 
 
 async def _layer_round_trip() -> None:
+    """Run in a task with a context of its own: the SQLite layer's receive starts a background poller that copies the
+    current context, and under a request that context binds its database calls (sync_to_async) to the request's
+    thread executor, which is gone after the response ("CurrentThreadExecutor already quit"): every later /readyz of
+    the process then timed out on the channel layer."""
+    await asyncio.create_task(_round_trip(), context=contextvars.Context())
+
+
+async def _round_trip() -> None:
     layer = get_channel_layer()
     channel = await layer.new_channel("readyz.")
     await layer.send(channel, {"type": "readyz.ping"})
     message = await asyncio.wait_for(layer.receive(channel), CHECK_TIMEOUT)
     if message.get("type") != "readyz.ping":
         raise RuntimeError(f"unexpected message {message!r}")
+
+
+def supervised_processes() -> dict[str, Any]:
+    """The supervisor's view of the processes `make run` started (portal/supervise.py writes it)."""
+    return json.loads(Path(settings.PORTAL_SUPERVISOR_STATE).read_text())["processes"]
+
+
+def check_processes() -> None:
+    down = []
+    for name, process in supervised_processes().items():
+        if process["state"] == "running":
+            continue
+        last = process.get("last_exit") or {}
+        how = f"signal {last['signal']}" if last.get("signal") else f"exit code {last['code']}" if last else ""
+        detail = ", ".join(part for part in (f"last {how}" if how else "", f"{process['restarts']} restarts") if part)
+        down.append(f"{name} {process['state']} ({detail})")
+    if down:
+        raise ProcessDown("; ".join(down))
+
+
+class ProcessDown(RuntimeError):
+    """A process of the Procfile is not running (it is starting, or waiting to restart after an exit)."""
 
 
 CHECKS: dict[str, Callable[[], None]] = {
@@ -68,5 +105,10 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     """Async: the channel layer is exercised on the server's own event loop, where its connections live."""
     results = {name: await _timed(sync_to_async(check)) for name, check in CHECKS.items()}
     results["channel_layer"] = await _timed(_layer_round_trip)
+    body: dict[str, Any] = {"checks": results}
+    if settings.PORTAL_SUPERVISOR_STATE:  # started by `make run`: every process it supervises counts
+        results["processes"] = await _timed(sync_to_async(check_processes))
+        with suppress(OSError, ValueError, KeyError):  # the check above already says why
+            body["processes"] = await sync_to_async(supervised_processes)()
     ready = all(r["ok"] for r in results.values())
-    return JsonResponse({"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503)
+    return JsonResponse({"status": "ready" if ready else "not ready", **body}, status=200 if ready else 503)

@@ -133,6 +133,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = envstr("REDIS_URL")
 REDIS_PREFIX = envstr("REDIS_PREFIX", "portal")
 
+# Set by `make run`'s supervisor (portal/supervise.py) for the processes it starts: /readyz reports theirs.
+PORTAL_SUPERVISOR_STATE = envstr("PORTAL_SUPERVISOR_STATE")
+
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -158,6 +161,8 @@ if REDIS_URL:
 else:
     CELERY_BROKER_DIR = VAR_DIR / "celery"
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's folder transport with whole writes and a consumer that survives an unreadable file (kombu#1551).
+    CELERY_BROKER_TRANSPORT = "portal.lib.folderbroker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),

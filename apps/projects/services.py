@@ -48,12 +48,17 @@ def create_project(user: Any, *, slug: str, name: str, description: str = "") ->
     """Create a project owned by `user`, with an empty quota, in one transaction."""
     if not settings.PORTAL_ALLOW_PROJECT_CREATION and not user.is_staff:
         raise PermissionDenied(_("Only platform administrators can create projects."))
+    return provision_project(user, slug=slug, name=name, description=description)
+
+
+def provision_project(owner: Any, *, slug: str, name: str, description: str = "") -> Project:
+    """The system creates a project owned by `owner` (the demo, provisioning): no user's creation policy applies."""
     validate_new_project(slug, name)
     try:
         with transaction.atomic():
-            project = Project.objects.create(slug=slug, name=name.strip(), description=description, created_by=user)
+            project = Project.objects.create(slug=slug, name=name.strip(), description=description, created_by=owner)
             Quota.objects.create(project=project)
-            _set_role(project, user, Role.OWNER)
+            _set_role(project, owner, Role.OWNER)
     except IntegrityError:  # a concurrent create won the race for the slug or name
         raise ValidationError({"slug": [_("A project with this slug or name already exists.")]}) from None
     return project
@@ -115,6 +120,12 @@ def _set_role(project: Project, user: Any, role: int) -> Membership:
     membership, _created = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
     sync_member_permissions(project, user, role)
     return membership
+
+
+def grant_role(project: Project, user: Any, role: int) -> Membership:
+    """The system (the demo repairing its own project) sets a role: no acting user, so no member rules apply."""
+    with transaction.atomic():
+        return _set_role(project, user, role)
 
 
 def _require_manager(actor: Any, project: Project, role: int | None, target: Membership | None = None) -> None:

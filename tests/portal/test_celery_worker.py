@@ -77,3 +77,23 @@ def test_a_worker_runs_a_task_sent_through_the_broker(worker, queue):
         assert time.monotonic() < deadline, "the worker did not run the task within 30 s"
         time.sleep(0.2)
     assert ApiToken.objects.filter(pk=current.pk).exists()
+
+
+@pytest.mark.skipif(bool(settings.REDIS_URL), reason="the folder broker is the embedded default's")
+def test_a_worker_survives_an_unreadable_message_file(worker, queue):
+    """kombu#1551: a half-written message file ended the worker with JSONDecodeError (issue 17.22)."""
+    folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
+    (folder / f"0_cut.{queue}.msg").write_bytes(b'{"body": ')  # sorts first: the worker reads it before the task
+    user = UserFactory(username="alice")
+    old, _raw = create_token(user, name="old")
+    ApiToken.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(days=60))
+
+    purge_expired_tokens.apply_async(queue=queue)
+
+    deadline = time.monotonic() + 30
+    while ApiToken.objects.filter(pk=old.pk).exists():
+        assert worker.poll() is None, worker.stdout.read()
+        assert time.monotonic() < deadline, "the worker did not run the task within 30 s"
+        time.sleep(0.2)
+    assert worker.poll() is None
+    assert (folder / ".corrupt" / f"0_cut.{queue}.msg").exists()

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.test import RequestFactory
 
 from apps.accounts.models import Notification
+from apps.projects import services
 from apps.projects.models import Membership, Project, Role
 
 pytestmark = [pytest.mark.smoke, pytest.mark.django_db]
@@ -61,3 +62,57 @@ def test_demo_password_comes_from_the_environment(monkeypatch):
     run_demo(monkeypatch)
     run_demo(monkeypatch, password="a-long-demo-password")
     assert authenticate(username="demo", password="a-long-demo-password") is not None
+
+
+def test_demo_repairs_its_project_when_the_demo_user_no_longer_manages_it(monkeypatch):
+    """Issue 17.22–23: `make run` refused to start once the demo user had lost the management of its project (the
+    demo re-added its example members through the demo user's own permission check: PermissionDenied)."""
+    run_demo(monkeypatch)
+    project = Project.objects.get(slug="demo")
+    demo = get_user_model().objects.get(username="demo")
+    ada = get_user_model().objects.get(username="ada")
+    # Ada is made the owner and the demo user a viewer; Grace has left.
+    services.change_role(Membership.objects.get(project=project, user=ada), demo, Role.OWNER)
+    services.change_role(Membership.objects.get(project=project, user=demo), ada, Role.VIEWER)
+    services.leave_project(project, get_user_model().objects.get(username="grace"))
+    assert not demo.has_perm("projects.manage_members", project)
+
+    output = run_demo(monkeypatch)
+
+    assert "Demo ready" in output
+    roles = dict(Membership.objects.filter(project=project).values_list("user__username", "role"))
+    assert roles == {"demo": Role.OWNER, "ada": Role.OWNER, "grace": Role.VIEWER}
+    demo = get_user_model().objects.get(username="demo")  # a fresh object: no cached permissions
+    assert demo.has_perm("projects.manage_members", project)
+    assert demo.has_perm("projects.delete_project", project)
+
+
+def test_demo_makes_its_project_where_users_may_not_create_projects(monkeypatch, settings):
+    """The system makes the demo project: PORTAL_ALLOW_PROJECT_CREATION=false limits users, not the demo."""
+    settings.PORTAL_ALLOW_PROJECT_CREATION = False
+    run_demo(monkeypatch)
+    project = Project.objects.get(slug="demo")
+    assert Membership.objects.get(project=project, user__username="demo").role == Role.OWNER
+
+
+def test_an_example_that_cannot_be_made_is_a_warning_and_the_rest_is_made(monkeypatch, settings, tmp_path, caplog):
+    """A demo problem never blocks the portal: here the dataset storage is unusable (a file where its folder
+    should be), so the iris dataset and the pipeline that reads it cannot be made; the rest is."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "datasets": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": blocked}},
+    }
+    caplog.set_level("WARNING", logger="apps.projects.management.commands.demo")
+
+    output = run_demo(monkeypatch)
+
+    assert "Demo ready" in output
+    project = Project.objects.get(slug="demo")
+    assert Membership.objects.filter(project=project).count() == 3
+    assert not project.datasets.exists()  # the failed example left nothing half-made
+    assert project.experiments.filter(name="iris-models").exists()  # the tracking example is independent
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "iris dataset" in warned
+    assert "iris pipeline" in warned

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+
 import pytest
 
 from portal import health
@@ -49,3 +53,17 @@ def test_metrics_are_prometheus_text(client):
     text = response.content.decode()
     assert "# TYPE django_http_requests_total_by_method_total counter" in text
     assert 'django_http_requests_total_by_method_total{method="GET"}' in text
+
+
+@pytest.mark.live
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_readyz_stays_ready_request_after_request(live_asgi):
+    """The channel layer's receive starts a poller that outlives the request: it must not be bound to that request's
+    thread (it was, under uvicorn: every /readyz after the first in a process timed out on the channel layer)."""
+    for _ in range(3):
+        try:
+            with urllib.request.urlopen(f"{live_asgi.url}/readyz", timeout=15) as response:
+                status, body = response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, json.loads(exc.read())
+        assert status == 200, body["checks"]
