@@ -81,7 +81,9 @@ def dispatch(
         if not waiting:
             return {}
         pools = Pools()
+        # CPU, memory, GPUs and tasks in use, and the runs in flight, per project; active tasks per run.
         per_project: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+        in_flight: dict[int, set[int]] = defaultdict(set)
         per_run: dict[int, int] = defaultdict(int)
         counted = any(_limited(t) for t in waiting)
         active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
@@ -91,6 +93,15 @@ def dispatch(
                 used[i] += value
             used[3] += 1
             per_run[row["run_id"]] += 1
+            in_flight[row["run__project_id"]].add(row["run_id"])
+        # A run is in flight from its first task's start to its end, also while none of its tasks is active (between
+        # two nodes, or a retry waiting for its backoff): it keeps its slot, which a new run must not take.
+        if by_runs := {t.run.project_id for t in waiting if _run_limit(t) is not None}:
+            started = PipelineRun.objects.filter(
+                project_id__in=by_runs, status__in=(RunStatus.RUNNING, RunStatus.CANCELLING)
+            ).values_list("project_id", "pk")
+            for project_id, run_id in started:
+                in_flight[project_id].add(run_id)
         # Notebooks and model servers hold quota too (not a task slot): a node waits while they hold its share.
         for project_id, usage in (held({t.run.project_id for t in waiting if _limited(t)}) if counted else {}).items():
             used = per_project[project_id]
@@ -100,7 +111,7 @@ def dispatch(
         for task in waiting:
             if task.not_before and task.not_before > now:
                 continue
-            reason, pool = _place(task, per_project, per_run, pools)
+            reason, pool = _place(task, per_project, in_flight, per_run, pools)
             if pool is None:
                 if task.waiting_reason != reason:
                     task.waiting_reason = reason
@@ -116,6 +127,7 @@ def dispatch(
                 used[i] += need[i]
             used[3] += 1
             per_run[task.run_id] += 1
+            in_flight[task.run.project_id].add(task.run_id)
         if chosen:
             _submit(chosen, now, known_outputs or {})
     return changed
@@ -160,13 +172,22 @@ def _lock_queue(wait: bool) -> bool:
 def _limited(task: TaskRun) -> bool:
     """Whether usage counts for the task: its pipeline caps parallelism or its project has a quota limit."""
     quota = getattr(task.run.project, "quota", None)
-    limits = (quota.concurrent_runs, quota.cpu_cores, quota.memory_bytes, quota.gpus) if quota else ()
+    limits = (
+        (quota.concurrent_runs, quota.concurrent_tasks, quota.cpu_cores, quota.memory_bytes, quota.gpus)
+        if quota
+        else ()
+    )
     return bool(plan_of(task.run).parallelism) or any(limit is not None for limit in limits)
 
 
-def _place(task: TaskRun, per_project, per_run, pools: Pools) -> tuple[str, Pool | None]:
+def _run_limit(task: TaskRun) -> int | None:
+    quota = getattr(task.run.project, "quota", None)
+    return quota.concurrent_runs if quota is not None else None
+
+
+def _place(task: TaskRun, per_project, in_flight, per_run, pools: Pools) -> tuple[str, Pool | None]:
     """The pool the task goes to now, or why it waits (the first pool's reason when none has room)."""
-    reason = _over_limits(task, per_project, per_run)
+    reason = _over_limits(task, per_project, in_flight, per_run)
     if reason:
         return reason, None
     candidates = pools.of(task.run.project)
@@ -186,7 +207,7 @@ def _place(task: TaskRun, per_project, per_run, pools: Pools) -> tuple[str, Pool
     return first, None
 
 
-def _over_limits(task: TaskRun, per_project, per_run) -> str:
+def _over_limits(task: TaskRun, per_project, in_flight, per_run) -> str:
     """Why the task waits for its pipeline's parallelism or its project's quota ("" when it does not)."""
     run = task.run
     parallelism = plan_of(run).parallelism
@@ -196,8 +217,11 @@ def _over_limits(task: TaskRun, per_project, per_run) -> str:
     quota = getattr(run.project, "quota", None)
     used = per_project[run.project_id]
     if quota is not None:
-        if quota.concurrent_runs is not None and used[3] + 1 > quota.concurrent_runs:
-            return f"waiting for a slot — quota {used[3]:g}/{quota.concurrent_runs} concurrent tasks in use"
+        runs = in_flight[run.project_id]
+        if quota.concurrent_runs is not None and run.pk not in runs and len(runs) >= quota.concurrent_runs:
+            return f"waiting for its run to start — quota {len(runs)}/{quota.concurrent_runs} concurrent runs in flight"
+        if quota.concurrent_tasks is not None and used[3] + 1 > quota.concurrent_tasks:
+            return f"waiting for a slot — quota {used[3]:g}/{quota.concurrent_tasks} concurrent tasks in use"
         if quota.gpus is not None and gpu and used[2] + gpu > float(quota.gpus):
             return f"waiting for {_fmt_gpu(gpu)} — quota {used[2]:g}/{float(quota.gpus):g} in use"
         if quota.cpu_cores is not None and cpu and used[0] + cpu > float(quota.cpu_cores):
