@@ -23,7 +23,7 @@ from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.projects.usage import held
-from apps.runtime.base import get_runtime
+from apps.runtime.base import cluster_site_url, get_runtime
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.workload import Capacity, Resources, Workload
 
@@ -284,8 +284,10 @@ def _task_env(
     outputs: dict[tuple[int, str], str],
     *,
     issue_token: bool = True,
+    pool: Pool | None = None,
 ) -> dict[str, str]:
     """The env contract of a task attempt. `issue_token=False` (a dry run) shows a placeholder for the token.
+    On a cluster (`pool`), the portal's URLs are the cluster-facing ones, and the code is the image's own.
 
     Secrets stay references (`${secret:NAME}`, apps/projects/secrets.py): the values are filled in where the task
     starts, so none is stored with the workload. LookupError (the task fails to start, saying why) when a
@@ -305,6 +307,9 @@ def _task_env(
         check_env_references(run.project, env)
     inputs = {env_name(dep): outputs[(run.pk, dep)] for dep in node.get("depends_on", []) if outputs.get((run.pk, dep))}
     owner = run.created_by or run.project.created_by
+    on_cluster = bool(pool and pool.cluster)
+    # A pod cannot use this host's loopback SITE_URL: without a cluster-facing URL it gets none (the dry run warns).
+    site = cluster_site_url() if on_cluster else settings.SITE_URL.rstrip("/")
     token_env = {}
     if owner is not None:
         # Limited to the project; saved with the others of this dispatch; revoked when the attempt ends.
@@ -315,11 +320,12 @@ def _task_env(
             )
         # The same token serves the portal API and the MLflow-compatible tracking API (the official client
         # sends MLFLOW_TRACKING_TOKEN as a bearer token); experiments land in the run's project.
-        token_env = {
-            "PORTAL_API_TOKEN": raw,
-            "MLFLOW_TRACKING_URI": settings.SITE_URL.rstrip("/"),
-            "MLFLOW_TRACKING_TOKEN": raw,
-        }
+        token_env = {"PORTAL_API_TOKEN": raw, "MLFLOW_TRACKING_TOKEN": raw}
+        if site:
+            token_env["MLFLOW_TRACKING_URI"] = site
+    where = {"PORTAL_API_URL": site + "/api/v1/"} if site else {}
+    # Locally the built-in tasks import the portal's code from this checkout; a pod has the image's (PYTHONPATH=/app).
+    code = {} if on_cluster else {"PYTHONPATH": str(settings.BASE_DIR)}
     return {
         "MLFLOW_EXPERIMENT_NAME": run.pipeline_name,  # a node's or the pipeline's env may name another
         **env,
@@ -331,8 +337,8 @@ def _task_env(
         "PORTAL_TASK": task.node,
         "PORTAL_TASK_ATTEMPT": str(task.attempt),
         "PORTAL_OUTPUT_DIR": str(out),
-        "PORTAL_API_URL": settings.SITE_URL.rstrip("/") + "/api/v1/",
-        "PYTHONPATH": str(settings.BASE_DIR),
+        **where,
+        **code,
     }
 
 
@@ -418,7 +424,7 @@ def _workload(
     out.mkdir(parents=True, exist_ok=True)
     task.output_dir = str(out)
     image = images.get((template.project_id, template.image)) or images.get((None, template.image))
-    env = _task_env(task, node, template, out, outputs)
+    env = _task_env(task, node, template, out, outputs, pool=pool)
     return build_workload(
         task,
         node,
