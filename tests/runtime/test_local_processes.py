@@ -83,3 +83,24 @@ def test_exit_waiter_reaps_a_replica_that_exits_and_reads_what_it_used():
         exits.close()
     assert proc.returncode == 0
     assert exits.cpu[proc.pid] >= 0.2
+
+
+def test_forked_workers_sharing_their_parents_memory_are_charged_it_once():
+    # 200 MiB written by the parent, then four forked workers that only read it: their RSS each counts it, a cgroup
+    # (and the limit watchdog) once.
+    code = (
+        "import os, time\nblock = b'x' * (200 * 2**20)\n"
+        "for _ in range(4):\n    if os.fork() == 0:\n        time.sleep(60)\n        os._exit(0)\n"
+        "print('forked', flush=True)\ntime.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"forked\n"
+        sampler = TreeSampler(proc.pid)
+        sampler.sample()
+        assert sampler.rss > 800 * 2**20  # five resident sets holding the block
+        assert 200 * 2**20 < sampler.charged < 400 * 2**20
+        assert 200 * 2**20 < sampler.memory() < 400 * 2**20  # the watchdog's look between samples: the same
+    finally:
+        kill_tree(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -182,10 +182,13 @@ class Supervisor:
                         self.sink.sample(cpu, rss)
                 primed, next_sample = True, now + SAMPLE_SECONDS
             elif now >= next_memory:
-                peak_total = max(peak_total, sum(sampler.memory() for sampler in samplers))
+                for sampler in samplers:
+                    sampler.memory()
+                peak_total = max(peak_total, sum(sampler.rss for sampler in samplers))
             if limit:
                 next_memory = now + MEMORY_WATCH_SECONDS if now >= next_memory else next_memory
-                over = next(((s, sm.rss) for (s, _p), sm in zip(procs, samplers, strict=True) if sm.rss > limit), None)
+                charged = zip((spec for spec, _p in procs), (sampler.charged for sampler in samplers), strict=True)
+                over = next(((spec, used) for spec, used in charged if used > limit), None)
                 if over is not None:
                     ending.state, ending.exit_code = LocalWorkload.State.FAILED, OOM_EXIT_CODE
                     ending.reason = oom_reason(over[0].name, over[1], limit, len(procs) > 1)

@@ -67,6 +67,11 @@ class TreeSampler:
     for between two samples is counted too; it only grows (a descendant that leaves the tree takes its time
     along, which must not read as negative use). The root's `psutil.Process` is kept: it checks the creation
     time, so a reused pid is never mistaken for the replica.
+
+    Memory: `rss` is the sum of the tree's resident sets (what the samples show). What counts against a memory
+    limit (`charged`) is that for a lone process, and the sum of proportional sets (PSS) for several: forked
+    workers share their parent's pages, which a sum of RSS would count once per worker (a cgroup charges a page
+    once), killing a tree of data-loader workers that is well within its limit.
     """
 
     def __init__(self, pid: int) -> None:
@@ -77,19 +82,32 @@ class TreeSampler:
         self.cpu_seconds = 0.0  # the last sampled cumulative CPU time of the tree (what a killed replica is billed)
         self.cpu_percent = 0.0
         self.rss = 0
+        self.charged = 0
         self.peak_rss = 0
         self._at: float | None = None
+
+    def _tree(self) -> list[psutil.Process]:
+        if self.root is None:
+            return []
+        try:
+            return [self.root, *self.root.children(recursive=True)] if self.root.is_running() else []
+        except psutil.Error:
+            return []
+
+    def _memory(self, procs: list[psutil.Process], rss: int) -> None:
+        charged = rss
+        if len(procs) > 1:
+            charged = 0
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    charged += proc.memory_full_info().pss  # smaps_rollup: one read per process
+        self.rss, self.charged = rss, charged
+        self.peak_rss = max(self.peak_rss, rss)
 
     def sample(self, now: float | None = None) -> tuple[float, int]:
         """(CPU % since the previous sample, RSS bytes of the tree now); the first sample primes the CPU %."""
         now = time.monotonic() if now is None else now
-        procs: list[psutil.Process] = []
-        if self.root is not None:
-            try:
-                if self.root.is_running():
-                    procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                procs = []
+        procs = self._tree()
         cpu, rss = 0.0, 0
         for proc in procs:
             try:
@@ -102,28 +120,22 @@ class TreeSampler:
             if self._at is not None and now > self._at:
                 self.cpu_percent = max(cpu - self.cpu_seconds, 0.0) / (now - self._at) * 100
             self.cpu_seconds = max(self.cpu_seconds, cpu)
-            self.rss = rss
-            self.peak_rss = max(self.peak_rss, rss)
+            self._memory(procs, rss)
             self._at = now
         else:
-            self.cpu_percent, self.rss = 0.0, 0
+            self.cpu_percent, self.rss, self.charged = 0.0, 0, 0
         return self.cpu_percent, self.rss
 
     def memory(self) -> int:
-        """RSS bytes of the tree now, without touching the CPU reading (the memory watchdog's cheaper look)."""
-        if self.root is None:
-            return 0
+        """What the tree holds against a memory limit now, without touching the CPU reading (the watchdog's look
+        between two samples)."""
+        procs = self._tree()
         rss = 0
-        try:
-            procs = [self.root, *self.root.children(recursive=True)] if self.root.is_running() else []
-        except psutil.Error:
-            return 0
         for proc in procs:
             with contextlib.suppress(psutil.Error):
                 rss += proc.memory_info().rss
-        self.rss = rss
-        self.peak_rss = max(self.peak_rss, rss)
-        return rss
+        self._memory(procs, rss)
+        return self.charged
 
 
 class ExitWaiter:
