@@ -41,6 +41,10 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 # Where tasks reach the API (and tracking API); `make run PORT=…` starts every process with PORTAL_PORT.
 SITE_URL = envstr("SITE_URL", f"http://127.0.0.1:{envint('PORTAL_PORT', 8000)}")
+# Where pods on a Kubernetes cluster reach the same APIs (e.g. http://portal.mlops.svc:8000): SITE_URL is how this
+# host's processes reach the portal, a loopback address by default that no pod can use. Unset, SITE_URL stands in
+# when it is not a loopback address; otherwise pods get no API URL and dry runs warn (apps/runtime/base.py).
+PORTAL_CLUSTER_URL = envstr("PORTAL_CLUSTER_URL", "")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -120,12 +120,13 @@ def validate_spec(
     spec: Any,
     *,
     resolve_template: Callable[[str], TemplateLike | None],
-    limits: Mapping[str, float | int | None],
+    limits: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The spec normalized: every key present, templates as `slug@version`, args complete, resources parsed.
 
     `resolve_template(ref)` finds a template by "slug" (latest) or "slug@3", or returns None. `limits` has
-    cpu, memory_bytes and gpu (None or absent: unlimited). Raises ValidationError with every problem found.
+    cpu, memory_bytes and gpu (None or absent: unlimited) and, in `sources`, what sets each (for the messages;
+    "the project's quota" when absent). Raises ValidationError with every problem found.
     The result validates to itself, so a frozen run's spec can be checked again.
     """
     if not isinstance(spec, dict):
@@ -201,7 +202,7 @@ def _validate_node(
     key: str,
     names: set[str],
     resolve_template: Callable[[str], TemplateLike | None],
-    limits: Mapping[str, float | int | None],
+    limits: Mapping[str, Any],
     errors: FieldErrors,
 ) -> dict[str, Any]:
     prefix = f"nodes.{key}"
@@ -279,7 +280,7 @@ def _check_depends_on(value: Any, name: Any, names: set[str], prefix: str, error
 def _check_resources(
     defaults: dict[str, Any] | None,
     overrides: Any,
-    limits: Mapping[str, float | int | None],
+    limits: Mapping[str, Any],
     prefix: str,
     errors: FieldErrors,
 ) -> dict[str, Any]:
@@ -307,26 +308,35 @@ def _check_resources(
         result["vgpu"] = resources.vgpu
 
     cpu_limit, memory_limit, gpu_limit = limits.get("cpu"), limits.get("memory_bytes"), limits.get("gpu")
+    sources = limits.get("sources") or {}
+
+    def source(field: str) -> str:  # what sets the limit: the quota, or the capacity of where the tasks run
+        return sources.get(field) or _("the project's quota")
+
     if cpu_limit is not None and resources.cpu > cpu_limit:
         message = ngettext(
-            "asks for %(asked)s CPU core; the project's limit is %(limit)s",
-            "asks for %(asked)s CPU cores; the project's limit is %(limit)s",
+            "asks for %(asked)s CPU core; the limit is %(limit)s (%(source)s)",
+            "asks for %(asked)s CPU cores; the limit is %(limit)s (%(source)s)",
             _plural_count(resources.cpu),
         )
-        errors.add(f"{key}.cpu", message % {"asked": f"{resources.cpu:g}", "limit": f"{cpu_limit:g}"})
+        values = {"asked": f"{resources.cpu:g}", "limit": f"{cpu_limit:g}", "source": source("cpu")}
+        errors.add(f"{key}.cpu", message % values)
     if memory_limit is not None and resources.memory_bytes is not None and resources.memory_bytes > memory_limit:
-        message = _("asks for %(asked)s of memory; the project's limit is %(limit)s")
-        errors.add(
-            f"{key}.memory",
-            message % {"asked": format_bytes(resources.memory_bytes), "limit": format_bytes(memory_limit)},
-        )
+        message = _("asks for %(asked)s of memory; the limit is %(limit)s (%(source)s)")
+        values = {
+            "asked": format_bytes(resources.memory_bytes),
+            "limit": format_bytes(memory_limit),
+            "source": source("memory_bytes"),
+        }
+        errors.add(f"{key}.memory", message % values)
     if gpu_limit is not None and resources.gpu > gpu_limit:
         message = ngettext(
-            "asks for %(asked)s GPU; the project's limit is %(limit)s",
-            "asks for %(asked)s GPUs; the project's limit is %(limit)s",
+            "asks for %(asked)s GPU; the limit is %(limit)s (%(source)s)",
+            "asks for %(asked)s GPUs; the limit is %(limit)s (%(source)s)",
             _plural_count(resources.gpu),
         )
-        errors.add(f"{key}.gpu", message % {"asked": f"{resources.gpu:g}", "limit": f"{gpu_limit:g}"})
+        values = {"asked": f"{resources.gpu:g}", "limit": f"{gpu_limit:g}", "source": source("gpu")}
+        errors.add(f"{key}.gpu", message % values)
     return result
 
 

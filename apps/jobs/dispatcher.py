@@ -23,7 +23,7 @@ from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.projects.usage import held
-from apps.runtime.base import get_runtime
+from apps.runtime.base import cluster_site_url, get_runtime
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.workload import Capacity, Resources, Workload
 
@@ -81,7 +81,9 @@ def dispatch(
         if not waiting:
             return {}
         pools = Pools()
+        # CPU, memory, GPUs and tasks in use, and the runs in flight, per project; active tasks per run.
         per_project: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+        in_flight: dict[int, set[int]] = defaultdict(set)
         per_run: dict[int, int] = defaultdict(int)
         counted = any(_limited(t) for t in waiting)
         active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
@@ -91,6 +93,15 @@ def dispatch(
                 used[i] += value
             used[3] += 1
             per_run[row["run_id"]] += 1
+            in_flight[row["run__project_id"]].add(row["run_id"])
+        # A run is in flight from its first task's start to its end, also while none of its tasks is active (between
+        # two nodes, or a retry waiting for its backoff): it keeps its slot, which a new run must not take.
+        if by_runs := {t.run.project_id for t in waiting if _run_limit(t) is not None}:
+            started = PipelineRun.objects.filter(
+                project_id__in=by_runs, status__in=(RunStatus.RUNNING, RunStatus.CANCELLING)
+            ).values_list("project_id", "pk")
+            for project_id, run_id in started:
+                in_flight[project_id].add(run_id)
         # Notebooks and model servers hold quota too (not a task slot): a node waits while they hold its share.
         for project_id, usage in (held({t.run.project_id for t in waiting if _limited(t)}) if counted else {}).items():
             used = per_project[project_id]
@@ -100,7 +111,7 @@ def dispatch(
         for task in waiting:
             if task.not_before and task.not_before > now:
                 continue
-            reason, pool = _place(task, per_project, per_run, pools)
+            reason, pool = _place(task, per_project, in_flight, per_run, pools)
             if pool is None:
                 if task.waiting_reason != reason:
                     task.waiting_reason = reason
@@ -116,6 +127,7 @@ def dispatch(
                 used[i] += need[i]
             used[3] += 1
             per_run[task.run_id] += 1
+            in_flight[task.run.project_id].add(task.run_id)
         if chosen:
             _submit(chosen, now, known_outputs or {})
     return changed
@@ -160,13 +172,22 @@ def _lock_queue(wait: bool) -> bool:
 def _limited(task: TaskRun) -> bool:
     """Whether usage counts for the task: its pipeline caps parallelism or its project has a quota limit."""
     quota = getattr(task.run.project, "quota", None)
-    limits = (quota.concurrent_runs, quota.cpu_cores, quota.memory_bytes, quota.gpus) if quota else ()
+    limits = (
+        (quota.concurrent_runs, quota.concurrent_tasks, quota.cpu_cores, quota.memory_bytes, quota.gpus)
+        if quota
+        else ()
+    )
     return bool(plan_of(task.run).parallelism) or any(limit is not None for limit in limits)
 
 
-def _place(task: TaskRun, per_project, per_run, pools: Pools) -> tuple[str, Pool | None]:
+def _run_limit(task: TaskRun) -> int | None:
+    quota = getattr(task.run.project, "quota", None)
+    return quota.concurrent_runs if quota is not None else None
+
+
+def _place(task: TaskRun, per_project, in_flight, per_run, pools: Pools) -> tuple[str, Pool | None]:
     """The pool the task goes to now, or why it waits (the first pool's reason when none has room)."""
-    reason = _over_limits(task, per_project, per_run)
+    reason = _over_limits(task, per_project, in_flight, per_run)
     if reason:
         return reason, None
     candidates = pools.of(task.run.project)
@@ -186,7 +207,7 @@ def _place(task: TaskRun, per_project, per_run, pools: Pools) -> tuple[str, Pool
     return first, None
 
 
-def _over_limits(task: TaskRun, per_project, per_run) -> str:
+def _over_limits(task: TaskRun, per_project, in_flight, per_run) -> str:
     """Why the task waits for its pipeline's parallelism or its project's quota ("" when it does not)."""
     run = task.run
     parallelism = plan_of(run).parallelism
@@ -196,8 +217,11 @@ def _over_limits(task: TaskRun, per_project, per_run) -> str:
     quota = getattr(run.project, "quota", None)
     used = per_project[run.project_id]
     if quota is not None:
-        if quota.concurrent_runs is not None and used[3] + 1 > quota.concurrent_runs:
-            return f"waiting for a slot — quota {used[3]:g}/{quota.concurrent_runs} concurrent tasks in use"
+        runs = in_flight[run.project_id]
+        if quota.concurrent_runs is not None and run.pk not in runs and len(runs) >= quota.concurrent_runs:
+            return f"waiting for its run to start — quota {len(runs)}/{quota.concurrent_runs} concurrent runs in flight"
+        if quota.concurrent_tasks is not None and used[3] + 1 > quota.concurrent_tasks:
+            return f"waiting for a slot — quota {used[3]:g}/{quota.concurrent_tasks} concurrent tasks in use"
         if quota.gpus is not None and gpu and used[2] + gpu > float(quota.gpus):
             return f"waiting for {_fmt_gpu(gpu)} — quota {used[2]:g}/{float(quota.gpus):g} in use"
         if quota.cpu_cores is not None and cpu and used[0] + cpu > float(quota.cpu_cores):
@@ -260,8 +284,10 @@ def _task_env(
     outputs: dict[tuple[int, str], str],
     *,
     issue_token: bool = True,
+    pool: Pool | None = None,
 ) -> dict[str, str]:
     """The env contract of a task attempt. `issue_token=False` (a dry run) shows a placeholder for the token.
+    On a cluster (`pool`), the portal's URLs are the cluster-facing ones, and the code is the image's own.
 
     Secrets stay references (`${secret:NAME}`, apps/projects/secrets.py): the values are filled in where the task
     starts, so none is stored with the workload. LookupError (the task fails to start, saying why) when a
@@ -281,6 +307,9 @@ def _task_env(
         check_env_references(run.project, env)
     inputs = {env_name(dep): outputs[(run.pk, dep)] for dep in node.get("depends_on", []) if outputs.get((run.pk, dep))}
     owner = run.created_by or run.project.created_by
+    on_cluster = bool(pool and pool.cluster)
+    # A pod cannot use this host's loopback SITE_URL: without a cluster-facing URL it gets none (the dry run warns).
+    site = cluster_site_url() if on_cluster else settings.SITE_URL.rstrip("/")
     token_env = {}
     if owner is not None:
         # Limited to the project; saved with the others of this dispatch; revoked when the attempt ends.
@@ -291,11 +320,12 @@ def _task_env(
             )
         # The same token serves the portal API and the MLflow-compatible tracking API (the official client
         # sends MLFLOW_TRACKING_TOKEN as a bearer token); experiments land in the run's project.
-        token_env = {
-            "PORTAL_API_TOKEN": raw,
-            "MLFLOW_TRACKING_URI": settings.SITE_URL.rstrip("/"),
-            "MLFLOW_TRACKING_TOKEN": raw,
-        }
+        token_env = {"PORTAL_API_TOKEN": raw, "MLFLOW_TRACKING_TOKEN": raw}
+        if site:
+            token_env["MLFLOW_TRACKING_URI"] = site
+    where = {"PORTAL_API_URL": site + "/api/v1/"} if site else {}
+    # Locally the built-in tasks import the portal's code from this checkout; a pod has the image's (PYTHONPATH=/app).
+    code = {} if on_cluster else {"PYTHONPATH": str(settings.BASE_DIR)}
     return {
         "MLFLOW_EXPERIMENT_NAME": run.pipeline_name,  # a node's or the pipeline's env may name another
         **env,
@@ -307,8 +337,8 @@ def _task_env(
         "PORTAL_TASK": task.node,
         "PORTAL_TASK_ATTEMPT": str(task.attempt),
         "PORTAL_OUTPUT_DIR": str(out),
-        "PORTAL_API_URL": settings.SITE_URL.rstrip("/") + "/api/v1/",
-        "PYTHONPATH": str(settings.BASE_DIR),
+        **where,
+        **code,
     }
 
 
@@ -394,7 +424,7 @@ def _workload(
     out.mkdir(parents=True, exist_ok=True)
     task.output_dir = str(out)
     image = images.get((template.project_id, template.image)) or images.get((None, template.image))
-    env = _task_env(task, node, template, out, outputs)
+    env = _task_env(task, node, template, out, outputs, pool=pool)
     return build_workload(
         task,
         node,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -16,6 +17,7 @@ from apps.jobs.dispatcher import _task_env, build_workload, registry_images
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, TaskRun
 from apps.jobs.placement import Pool
 from apps.jobs.references import dataset_arg_names
+from apps.runtime.base import cluster_site_url
 from apps.runtime.workload import Workload
 
 # Where a run's values are not known before it starts, the manifests say so instead of inventing them.
@@ -30,10 +32,12 @@ class DryRun:
     namespace: str
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what the pods would lack (e.g. the portal's URL)
 
     def yaml(self) -> str:
         """One multi-document YAML: a comment names each node; nodes that fail say why in a comment."""
         parts = [f"# pipeline dry run on cluster {self.cluster}, namespace {self.namespace}\n"]
+        parts += [f"# warning: {warning}\n" for warning in self.warnings]
         for node, objects in self.objects.items():
             for obj in objects:
                 body = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True)
@@ -113,7 +117,7 @@ def pipeline_workloads(pipeline: Pipeline, pool: Pool) -> list[tuple[str, Worklo
             node,
             template,
             # A project secret stays a reference: the manifests show the secretKeyRef the pods will have, never a value.
-            env=_task_env(task, node, template, out, outputs, issue_token=False),
+            env=_task_env(task, node, template, out, outputs, issue_token=False, pool=pool),
             args=args,
             out=out,
             pool=pool,
@@ -136,6 +140,15 @@ def dry_run(pipeline: Pipeline, cluster=None, namespace: str = "") -> DryRun:
     namespace = namespace or cluster.default_namespace
     profile = ClusterProfile.of(cluster, namespace)
     result = DryRun(cluster=cluster.name, namespace=namespace)
+    if not cluster_site_url():
+        result.warnings.append(
+            gettext(
+                "PORTAL_CLUSTER_URL is not set and SITE_URL (%(site)s) is a loopback address: the pods get no "
+                "PORTAL_API_URL or MLFLOW_TRACKING_URI, so tasks cannot reach the portal's API or record to its "
+                "tracking. Set PORTAL_CLUSTER_URL to the URL pods reach the portal at."
+            )
+            % {"site": settings.SITE_URL}
+        )
     for node, workload in pipeline_workloads(pipeline, Pool("kubernetes", cluster.name, namespace)):
         try:
             objects = manifests.build(workload, profile)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from apps.runtime.base import cluster_site_url
 from apps.runtime.kubernetes.manifests.meta import object_name
 from apps.runtime.workload import Resources, Workload
 
@@ -52,21 +53,22 @@ def code_server_command(*, ip: str, port: int, root_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def notebook_env(notebook, *, home: Path, token: str, api_token: str) -> dict[str, str]:
+def notebook_env(notebook, *, home: Path, token: str, api_token: str, on_cluster: bool = False) -> dict[str, str]:
     """The env contract of a notebook: its folders, and a project token for the portal API and MLflow tracking, so
-    that `mlflow.log_metric(...)` in a cell lands in the project's experiments (the default one unless named)."""
-    site = settings.SITE_URL.rstrip("/")
+    that `mlflow.log_metric(...)` in a cell lands in the project's experiments (the default one unless named).
+    A pod gets the cluster-facing URL, never this host's loopback one (none when there is no such URL)."""
+    site = cluster_site_url() if on_cluster else settings.SITE_URL.rstrip("/")
     env = {
         "HOME": str(home),
         "JUPYTER_TOKEN": token,
         "PORTAL_PROJECT": notebook.project.slug,
         "PORTAL_NOTEBOOK": str(notebook.pk),
         "PORTAL_SHARED_DIR": str(home / "shared"),
-        "PORTAL_API_URL": f"{site}/api/v1/",
         "PORTAL_API_TOKEN": api_token,
-        "MLFLOW_TRACKING_URI": site,
         "MLFLOW_TRACKING_TOKEN": api_token,
     }
+    if site:
+        env.update({"PORTAL_API_URL": f"{site}/api/v1/", "MLFLOW_TRACKING_URI": site})
     shell = shutil.which("bash") or os.environ.get("SHELL", "")
     if shell:  # JupyterLab's terminals start $SHELL (else sh)
         env["SHELL"] = shell
@@ -91,7 +93,7 @@ def build_workload(
         command=command,
         kind="notebook",
         image=notebook.image or settings.PORTAL_NOTEBOOK_IMAGE,
-        env=notebook_env(notebook, home=home, token=token, api_token=api_token),
+        env=notebook_env(notebook, home=home, token=token, api_token=api_token, on_cluster=on_cluster),
         workdir=str(home),
         resources=Resources(
             cpu=float(Decimal(notebook.cpu)),

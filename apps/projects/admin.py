@@ -118,7 +118,9 @@ class MembershipAdmin(TenantAdminMixin, admin.ModelAdmin):
 
 @admin.register(Quota)
 class QuotaAdmin(TenantAdminMixin, admin.ModelAdmin):
-    list_display = ["project", "cpu_cores", "memory_bytes", "gpus", "concurrent_runs", "storage_bytes"]
+    list_display = [
+        "project", "cpu_cores", "memory_bytes", "gpus", "concurrent_runs", "concurrent_tasks", "storage_bytes",
+    ]  # fmt: skip
     list_select_related = ["project"]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:

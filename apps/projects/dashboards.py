@@ -33,7 +33,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.datasets.quota import pending_bytes, stored_bytes
-from apps.jobs.models import RUN_FINISHED, TASK_FINISHED, PipelineRun, RunStatus, TaskRun, TaskStatus
+from apps.jobs.models import RUN_FINISHED, TASK_ACTIVE, TASK_FINISHED, PipelineRun, RunStatus, TaskRun, TaskStatus
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project
 from apps.projects.permissions import projects_for
@@ -255,9 +255,11 @@ def overview(project: Project) -> Overview:
     today = timezone.localdate()
     since = _window_start(today)
     days = [today - timedelta(days=n) for n in range(WINDOW_DAYS - 1, -1, -1)]
+    # Tasks queued or running belong to active runs: one query counts both (the runs distinct over the join).
     now_counts = PipelineRun.objects.filter(project=project, status__in=ACTIVE_RUN).aggregate(
-        running=Count("pk", filter=Q(status__in=(RunStatus.RUNNING, RunStatus.CANCELLING))),
-        queued=Count("pk", filter=Q(status=RunStatus.QUEUED)),
+        running=Count("pk", filter=Q(status__in=(RunStatus.RUNNING, RunStatus.CANCELLING)), distinct=True),
+        queued=Count("pk", filter=Q(status=RunStatus.QUEUED), distinct=True),
+        tasks=Count("tasks", filter=Q(tasks__status__in=TASK_ACTIVE)),
     )
     runs = _runs_by_day(project, since)
     usage = _usage_by_day(project, since)
@@ -284,6 +286,7 @@ def overview(project: Project) -> Overview:
         Meter(_("Memory"), sum(h.memory_bytes for h in holders), limit("memory_bytes"), kind="bytes"),
         Meter(_("GPUs"), sum(h.gpu for h in holders), float(gpu_limit) if gpu_limit is not None else None),
         Meter(_("Concurrent runs"), now_counts["running"], limit("concurrent_runs")),
+        Meter(_("Concurrent tasks"), now_counts["tasks"], limit("concurrent_tasks")),
         Meter(_("Storage"), storage_used + storage_pending, limit("storage_bytes"), kind="bytes"),
     ]
     return Overview(

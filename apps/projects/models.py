@@ -113,7 +113,9 @@ class Quota(models.Model):
     cpu_cores = models.DecimalField(_("CPU cores"), max_digits=8, decimal_places=2, null=True, blank=True)
     memory_bytes = models.BigIntegerField(_("memory (bytes)"), null=True, blank=True)
     gpus = models.DecimalField(_("GPUs"), max_digits=6, decimal_places=2, null=True, blank=True)
+    # Runs in flight (started and not finished) and, apart from them, tasks queued or running at once.
     concurrent_runs = models.PositiveIntegerField(_("concurrent runs"), null=True, blank=True)
+    concurrent_tasks = models.PositiveIntegerField(_("concurrent tasks"), null=True, blank=True)
     storage_bytes = models.BigIntegerField(_("storage (bytes)"), null=True, blank=True)
 
     objects = TenantQuerySet.as_manager()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from functools import cache
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -16,6 +18,27 @@ RUNTIMES = {
     "local": "apps.runtime.local.runtime.LocalRuntime",
     "kubernetes": "apps.runtime.kubernetes.runtime.KubernetesRuntime",
 }
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether `url` names this machine only (localhost, 127.0.0.0/8, ::1): useless to a pod."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cluster_site_url() -> str:
+    """Where pods on a cluster reach the portal's API and tracking API, without a trailing slash:
+    PORTAL_CLUSTER_URL, else SITE_URL when it is not a loopback address; "" when neither is usable (the pods then
+    get no URL rather than one that points at themselves, and a dry run says so)."""
+    for url in (settings.PORTAL_CLUSTER_URL, settings.SITE_URL):
+        if url and not is_loopback_url(url):
+            return url.rstrip("/")
+    return ""
 
 
 def send_wakeups(addresses: list[str]) -> None:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError
-
 from apps.models.models import RegisteredModel
 from apps.projects.models import Project
 from apps.serving.models import InferenceService
-from apps.serving.services import create_service, deploy
+from apps.serving.services import create_service
 
 SERVICE = "iris"
 MODEL = "iris-classifier"
@@ -27,7 +25,9 @@ def populate(project: Project, user: Any) -> InferenceService | None:
     model = RegisteredModel.objects.filter(project=project, name=MODEL).first()
     if model is None:
         return None
-    service = create_service(
+    # Following an alias, it deploys at once when the alias points somewhere and an agent runs; otherwise it says why
+    # it waits, and deploys when the alias next moves, or from its page.
+    return create_service(
         project,
         user,
         name=SERVICE,
@@ -41,9 +41,3 @@ def populate(project: Project, user: Any) -> InferenceService | None:
         max_replicas=2,
         scale_target=8,
     )
-    try:
-        deploy(service, user)
-    except ValidationError as exc:  # e.g. no agent yet: it deploys when the alias next moves, or from its page
-        InferenceService.objects.filter(pk=service.pk).update(reason=" ".join(exc.messages))
-    service.refresh_from_db()
-    return service

@@ -124,6 +124,16 @@ class InferenceService(models.Model):
     def base_path(self) -> str:
         return f"/serving/{self.project.slug}/{self.name}/"
 
+    def replica_counts(self) -> tuple[int, int]:
+        """(ready, wanted) replicas of the current revision (its replicas prefetched by the lists). A stopped
+        service wants none, whatever its revision wanted before the stop (`start_service` asks again)."""
+        revision = self.current_revision
+        if revision is None:
+            return 0, 0
+        ready = sum(1 for r in revision.replicas.all() if r.status == Replica.Status.READY)
+        wanted = 0 if self.status == self.Status.STOPPED else max(revision.desired_replicas, 1)
+        return ready, wanted
+
     @staticmethod
     def generate_key() -> str:
         return "psk_" + secrets.token_urlsafe(32)

@@ -47,8 +47,7 @@ class Row:
     def __init__(self, service: InferenceService) -> None:
         self.service = service
         current = service.current_revision
-        self.ready = sum(1 for r in current.replicas.all() if r.status == Replica.Status.READY) if current else 0
-        self.wanted = max(current.desired_replicas, 1) if current else 0
+        self.ready, self.wanted = service.replica_counts()
         self.qps = requests_per_second(service)
         if service.model_version_id:
             self.serves = f"{service.registered_model.name} v{service.model_version.version}"
@@ -85,9 +84,13 @@ def service_create(request: HttpRequest, project: Project) -> HttpResponse:
     form = ServiceForm(project, request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            service = services.create_service(project, request.user, name=form.cleaned_data["name"], **form.settings())
-            if request.POST.get("deploy"):
-                services.deploy(service, request.user)
+            service = services.create_service(
+                project,
+                request.user,
+                name=form.cleaned_data["name"],
+                deploy=bool(request.POST.get("deploy")),
+                **form.settings(),
+            )
         except ValidationError as exc:
             _form_errors(form, exc)
         else:

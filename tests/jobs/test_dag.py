@@ -300,10 +300,10 @@ def test_it_rejects_nodes_asking_more_than_the_project_limits():
     }
 
     assert errors_of(spec, limits) == {
-        "nodes.big.resources.cpu": ["asks for 16 CPU cores; the project's limit is 8"],
-        "nodes.big.resources.memory": ["asks for 16 GiB of memory; the project's limit is 8 GiB"],
-        "nodes.big.resources.gpu": ["asks for 1 GPU; the project's limit is 0"],
-        "nodes.huge.resources.memory": ["asks for 1.5 TiB of memory; the project's limit is 8 GiB"],
+        "nodes.big.resources.cpu": ["asks for 16 CPU cores; the limit is 8 (the project's quota)"],
+        "nodes.big.resources.memory": ["asks for 16 GiB of memory; the limit is 8 GiB (the project's quota)"],
+        "nodes.big.resources.gpu": ["asks for 1 GPU; the limit is 0 (the project's quota)"],
+        "nodes.huge.resources.memory": ["asks for 1.5 TiB of memory; the limit is 8 GiB (the project's quota)"],
     }
 
 

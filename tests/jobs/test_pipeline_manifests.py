@@ -183,3 +183,61 @@ def test_the_api_answers_yaml_and_hides_other_projects_pipelines(iris, cluster, 
     assert "far" in bad.json()["cluster"][0]
 
     assert user_client(world.charlie).get(f"/api/v1/pipelines/{iris.pk}/manifests/").status_code == 404
+
+
+def loopback_or_checkout(env: dict[str, str]) -> dict[str, str]:
+    from django.conf import settings
+
+    return {
+        key: value
+        for key, value in env.items()
+        if value and ("127.0.0.1" in value or "localhost" in value or str(settings.BASE_DIR) in value)
+    }
+
+
+def test_manifests_carry_the_cluster_facing_url_and_no_checkout_path(iris, cluster, settings):
+    settings.SITE_URL = "http://127.0.0.1:8123"  # a portal on this host's loopback, on another port than 8000
+    settings.PORTAL_CLUSTER_URL = "http://portal.mlops.svc:8000/"
+    out, err = StringIO(), StringIO()
+    call_command("pipeline_manifests", "project-a/iris", stdout=out, stderr=err)
+
+    objects = documents(out.getvalue())
+    for obj in objects:
+        env = env_of(obj)
+        assert loopback_or_checkout(env) == {}
+        assert env["MLFLOW_TRACKING_URI"] == "http://portal.mlops.svc:8000"
+        assert env["PORTAL_API_URL"] == "http://portal.mlops.svc:8000/api/v1/"
+        assert "PYTHONPATH" not in env  # the image's own (PYTHONPATH=/app), never this checkout
+    assert "warning" not in out.getvalue() + err.getvalue()
+
+
+def test_without_a_cluster_url_the_dry_run_warns_and_the_pods_get_no_loopback_url(iris, cluster, settings, world):
+    settings.SITE_URL = "http://127.0.0.1:8123"
+    settings.PORTAL_CLUSTER_URL = ""
+    out, err = StringIO(), StringIO()
+    call_command("pipeline_manifests", "project-a/iris", stdout=out, stderr=err)
+
+    for obj in documents(out.getvalue()):
+        env = env_of(obj)
+        assert loopback_or_checkout(env) == {}
+        assert "MLFLOW_TRACKING_URI" not in env
+        assert "PORTAL_API_URL" not in env
+    warning = "PORTAL_CLUSTER_URL is not set and SITE_URL (http://127.0.0.1:8123) is a loopback address"
+    assert warning in err.getvalue()
+    assert f"# warning: {warning}" in out.getvalue()  # the YAML (download, API) says it too
+
+    client = Client()
+    client.force_login(world.bob)
+    page = client.get(f"/p/project-a/pipelines/{iris.pk}/manifests/").content.decode()
+    assert "data-dry-run-warning>PORTAL_CLUSTER_URL is not set" in page
+
+
+def test_a_public_site_url_serves_the_pods_when_no_cluster_url_is_set(iris, cluster, settings):
+    settings.SITE_URL = "https://portal.example.org"
+    settings.PORTAL_CLUSTER_URL = ""
+    out, err = StringIO(), StringIO()
+    call_command("pipeline_manifests", "project-a/iris", stdout=out, stderr=err)
+
+    env = env_of(documents(out.getvalue())[0])
+    assert env["MLFLOW_TRACKING_URI"] == "https://portal.example.org"
+    assert err.getvalue() == ""

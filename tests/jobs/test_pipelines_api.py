@@ -111,7 +111,8 @@ def test_resources_above_the_project_quota_are_refused_naming_the_quota(alice, w
     response = create(alice, world.project_a, spec)
 
     assert response.status_code == 400
-    assert response.json() == {"nodes.fit.resources.cpu": ["asks for 4 CPU cores; the project's limit is 2"]}
+    expected = ["asks for 4 CPU cores; the limit is 2 (the project's quota)"]
+    assert response.json() == {"nodes.fit.resources.cpu": expected}
 
 
 def test_a_duplicate_name_is_an_error_on_name(alice, world):

@@ -24,6 +24,7 @@ from tests.runtime.factories import ClusterFactory, bind, node, set_inventory
 def on_cluster(world, tmp_path, settings):
     settings.PORTAL_WORK_DIR = tmp_path / "work"
     settings.PORTAL_NOTEBOOK_IMAGE = "quay.io/jupyter/base-notebook:2025-05-05"
+    settings.PORTAL_CLUSTER_URL = "http://portal.mlops.svc:8000"  # SITE_URL is this host's loopback
     world.project_a.runtime = "kubernetes"
     world.project_a.save()
     cluster = ClusterFactory(name="lab", work_volume_claim="portal-work")
@@ -58,7 +59,8 @@ def test_a_notebook_becomes_a_statefulset_and_a_service_that_validate(world, on_
     assert env["HOME"] == home
     assert env["JUPYTER_TOKEN"] == nb.token
     assert env["MLFLOW_TRACKING_TOKEN"] == env["PORTAL_API_TOKEN"]
-    assert env["PORTAL_API_URL"].endswith("/api/v1/")
+    assert env["PORTAL_API_URL"] == "http://portal.mlops.svc:8000/api/v1/"  # where a pod reaches the portal
+    assert env["MLFLOW_TRACKING_URI"] == "http://portal.mlops.svc:8000"
     # The owner's and the shared folder are on the cluster's work claim, mounted where the portal has them.
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}

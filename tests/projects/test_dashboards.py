@@ -288,6 +288,7 @@ def test_overview_lists_the_queue_with_waiting_reasons(world):
 def test_overview_shows_what_the_project_holds_against_its_quota(world):
     a = world.project_a
     a.quota.cpu_cores, a.quota.gpus, a.quota.memory_bytes, a.quota.concurrent_runs = 8, 2, 16 * 2**30, 2
+    a.quota.concurrent_tasks = 4
     a.quota.save()
     machine = agent()
     run = PipelineRunFactory(project=a, status=RunStatus.RUNNING, created_by=world.alice)
@@ -307,6 +308,7 @@ def test_overview_shows_what_the_project_holds_against_its_quota(world):
     assert meters["GPUs"] == (1.0, 2.0, 50)
     assert meters["Memory"] == (5.5 * 2**30, 16 * 2**30, 34)
     assert meters["Concurrent runs"] == (1, 2, 50)
+    assert meters["Concurrent tasks"] == (1, 4, 25)  # the running task; project B's is not counted
     holders = {(h.kind, h.what, h.user) for h in response.context["stats"].holders}
     assert holders == {
         ("task", f"{run} · train", "alice"),

@@ -43,6 +43,7 @@ def test_create_returns_the_project_with_the_creator_as_owner(world):
         "memory_bytes": None,
         "gpus": None,
         "concurrent_runs": None,
+        "concurrent_tasks": None,
         "storage_bytes": None,
     }
     project = Project.objects.get(slug="vision")

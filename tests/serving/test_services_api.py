@@ -5,6 +5,7 @@ rotate-key, metrics) go through the same services as the pages."""
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from apps.accounts.models import hash_token
@@ -172,6 +173,54 @@ def test_a_service_waiting_for_its_alias_answers_202_then_deploys_when_it_is_set
     assert "Waiting for a version at alias “production”" in response.json()["detail"]
     set_alias(version.registered_model, "production", 1)
     assert user_client(world.alice).post(url(service, "deploy")).status_code == 201
+
+
+def test_a_service_created_to_follow_an_existing_alias_deploys_at_once(world, version):
+    heartbeat_agent()
+    set_alias(version.registered_model, "production", 1)
+    body = {"project": "project-a", "name": "iris", "registered_model": "iris-classifier",
+            "follow_alias": "production"}  # fmt: skip  # no "deploy": following means serving what it points at
+    response = user_client(world.alice).post(LIST, body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["status"] == "deploying"
+    service = InferenceService.objects.get(pk=response.json()["id"])
+    revision = service.revisions.get()
+    assert (revision.number, revision.model_version_id, revision.config["alias"]) == (1, version.pk, "production")
+    assert revision.created_by == world.alice
+
+    # Asking for a deploy as well rolls out one revision, not two.
+    body = {**body, "name": "iris-2", "deploy": True}
+    response = user_client(world.alice).post(LIST, body, format="json")
+    assert response.status_code == 201, response.content
+    assert InferenceService.objects.get(pk=response.json()["id"]).revisions.count() == 1
+
+
+def test_a_follower_that_cannot_deploy_now_is_created_and_says_why(world, version):
+    set_alias(version.registered_model, "production", 1)  # but no agent runs
+    body = {"project": "project-a", "name": "iris", "registered_model": "iris-classifier",
+            "follow_alias": "production"}  # fmt: skip
+    response = user_client(world.alice).post(LIST, body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["status"] == "pending"
+    assert "agent" in response.json()["reason"]
+
+
+def test_a_stopped_service_wants_no_replica(world, service):
+    heartbeat_agent()
+    client = user_client(world.bob)
+    make_ready(Revision.objects.get(pk=client.post(url(service, "deploy")).json()["id"]))
+    assert client.get(url(service)).json()["replicas"] == {"ready": 1, "wanted": 1}
+
+    stopped = client.post(url(service, "stop")).json()
+    assert (stopped["status"], stopped["replicas"]) == ("stopped", {"ready": 0, "wanted": 0})
+    listed = client.get(LIST, {"project": "project-a"}).json()["results"]
+    assert [row["replicas"] for row in listed] == [{"ready": 0, "wanted": 0}]
+    browser = Client()
+    browser.force_login(world.bob)
+    assert "data-replicas>0/0<" in browser.get("/p/project-a/services/").content.decode()  # the list page too
+
+    started = client.post(url(service, "start")).json()
+    assert started["replicas"]["wanted"] == 1
 
 
 def test_revisions_are_read_only_records_with_their_replicas(world, service):

@@ -223,7 +223,7 @@ def editor_messages() -> dict[str, str]:
         "minLength": _("Enter at least %(limit)s characters."),
         "maxLength": _("Enter at most %(limit)s characters."),
         "pattern": _("Does not match the pattern %(pattern)s."),
-        "overLimit": _("The project's limit is %(limit)s."),
+        "overLimit": _("The limit is %(limit)s (%(source)s)."),
         "memory": _("Use e.g. 512Mi, 2Gi or a number of bytes."),
         "nodeName": _("Use 1–63 lowercase letters, digits, “-” or “_”, starting with a letter or digit."),
         "nameTaken": _("Another node already has this name."),

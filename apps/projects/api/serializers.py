@@ -45,7 +45,7 @@ class VisibleProjectField(serializers.SlugRelatedField):
 class QuotaSerializer(serializers.ModelSerializer):
     class Meta:
         model = Quota
-        fields = ["cpu_cores", "memory_bytes", "gpus", "concurrent_runs", "storage_bytes"]
+        fields = ["cpu_cores", "memory_bytes", "gpus", "concurrent_runs", "concurrent_tasks", "storage_bytes"]
         read_only_fields = fields
 
 

@@ -31,7 +31,7 @@ from apps.runtime import hooks
 from apps.runtime.base import send_wakeups
 from apps.runtime.local.launch import ReplicaSpec, plan
 from apps.runtime.local.notifier import End, Notice, Notifier, replace_broken_connection
-from apps.runtime.local.processes import ExitWaiter, detect_capacity, kill_tree, tree_usage
+from apps.runtime.local.processes import ExitWaiter, TreeSampler, detect_capacity, kill_tree
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff, progress_marker
 from apps.runtime.workload import Phase, Status, Workload
 
@@ -48,6 +48,32 @@ READ_BYTES = 1 << 16  # a full pipe: smaller reads cost throughput (16 KiB: -10 
 PIPE_BYTES = 1 << 14
 SET_PIPE_SIZE = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only; elsewhere the default pipe works
 MAX_PIECE_BYTES = 1 << 16
+# How often a replica with a memory limit has its tree's memory looked at (the watchdog that enforces the limit on
+# this runtime, where no cgroup does): a burst between two looks is still caught at the end by wait4's peak.
+MEMORY_WATCH_SECONDS = 0.2
+OOM_EXIT_CODE = 137  # what a container killed by the OOM killer exits with (128 + SIGKILL), as Kubernetes reports
+
+
+def oom_reason(replica: str, used: int, limit: int, several: bool) -> str:
+    """The reason of a replica stopped over its memory limit, worded as Kubernetes words it ("OOMKilled")."""
+    who = f"replica {replica}" if several else "the task"
+    return f"OOMKilled: {who} used {format_mib(used)}, over its memory limit of {format_mib(limit)}"
+
+
+def format_mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+@dataclass
+class Ending:
+    """How supervision ended: the state decided there (None: by the exit codes), its reason, an exit code that
+    overrides the replicas' own (137 for a memory overrun), and what the replicas used."""
+
+    state: str | None = None
+    reason: str = ""
+    exit_code: int | None = None
+    cpu_seconds: float = 0.0
+    peak_rss: int = 0
 
 
 @dataclass
@@ -108,79 +134,107 @@ class Supervisor:
 
         exits = ExitWaiter([proc for _s, proc in procs])
         try:
-            state, reason, cpu_seconds, peak_rss = self._supervise(workload, procs, exits)
+            ending = self._supervise(workload, procs, exits)
         finally:
             exits.close()
         for reader in readers:
             reader.join(timeout=5)
-        self._ended(workload, procs, started, state, reason, cpu_seconds, peak_rss)
+        self._ended(workload, procs, started, ending)
 
     def _supervise(
         self, workload: Workload, procs: list[tuple[ReplicaSpec, subprocess.Popen]], exits: ExitWaiter
-    ) -> tuple[str | None, str, float, int]:
-        """Until the replicas exit, a timeout or a cancel: samples usage, stops what must stop. Returns the
-        state decided here (None: by the exit codes), its reason, CPU seconds and peak RSS."""
+    ) -> Ending:
+        """Until the replicas exit, a timeout, a cancel or a replica over its memory limit: samples usage, stops
+        what must stop, and says how it ended (state None: by the exit codes)."""
         deadline = time.monotonic() + workload.timeout if workload.timeout else None
-        reason, state = "", None
-        peak_rss, cpu_seconds, last_sample = 0, 0.0, time.monotonic()
-        # psutil's first cpu_percent only primes it, and finding a tree's processes scans /proc: done once
-        # the task has lived PRIME_SECONDS, so a short task never pays for it.
-        prime_at, primed = time.monotonic() + PRIME_SECONDS, False
-        while any(proc.poll() is None for _s, proc in procs):
+        limit = workload.resources.memory_bytes  # per replica, as a pod's limit is per pod
+        ending = Ending()
+        samplers = [TreeSampler(proc.pid) for _s, proc in procs]
+        peak_total = 0
+        # The first sample only primes the CPU %, and finding a tree's processes scans /proc: done once the task
+        # has lived PRIME_SECONDS, so a short task never pays for it. A memory limit is watched more often.
+        next_sample = time.monotonic() + PRIME_SECONDS
+        primed, next_memory = False, next_sample if limit else float("inf")
+        over: tuple[ReplicaSpec, int] | None = None
+        while any(exits.poll(proc) is None for _s, proc in procs):
             if self.item.cancel.is_set():
-                state, reason = LocalWorkload.State.CANCELLED, "cancelled"
+                ending.state, ending.reason = LocalWorkload.State.CANCELLED, "cancelled"
                 break
             if deadline is not None and time.monotonic() > deadline:
-                state, reason = LocalWorkload.State.FAILED, f"timeout: still running after {workload.timeout} s"
+                ending.state = LocalWorkload.State.FAILED
+                ending.reason = f"timeout: still running after {workload.timeout} s"
                 break
-            failed = next(((s, p) for s, p in procs if p.poll() not in (None, 0)), None)
+            failed = next(((s, p) for s, p in procs if exits.poll(p) not in (None, 0)), None)
             if failed is not None and len(procs) > 1:
                 # A distributed job fails as a whole when one replica fails (the operators' default).
-                state = LocalWorkload.State.FAILED
-                reason = f"replica {failed[0].name} exited with code {failed[1].returncode}"
+                ending.state = LocalWorkload.State.FAILED
+                ending.reason = f"replica {failed[0].name} exited with code {failed[1].returncode}"
                 break
             now = time.monotonic()
-            if not primed and now >= prime_at:
-                for _s, proc in procs:
-                    tree_usage(proc.pid)
-                primed, last_sample = True, now
-            elif primed and now - last_sample >= SAMPLE_SECONDS:
+            if now >= next_sample:
                 cpu, rss = 0.0, 0
-                for _s, proc in procs:
-                    c, r = tree_usage(proc.pid)
+                for sampler in samplers:
+                    c, r = sampler.sample(now)
                     cpu, rss = cpu + c, rss + r
-                cpu_seconds += cpu / 100 * (now - last_sample)
-                peak_rss = max(peak_rss, rss)
-                last_sample = now
-                with self.lock:
-                    self.sink.sample(cpu, rss)
+                peak_total = max(peak_total, rss)
+                if primed:
+                    with self.lock:
+                        self.sink.sample(cpu, rss)
+                primed, next_sample = True, now + SAMPLE_SECONDS
+            elif now >= next_memory:
+                for sampler in samplers:
+                    sampler.memory()
+                peak_total = max(peak_total, sum(sampler.rss for sampler in samplers))
+            if limit:
+                next_memory = now + MEMORY_WATCH_SECONDS if now >= next_memory else next_memory
+                charged = zip((spec for spec, _p in procs), (sampler.charged for sampler in samplers), strict=True)
+                over = next(((spec, used) for spec, used in charged if used > limit), None)
+                if over is not None:
+                    ending.state, ending.exit_code = LocalWorkload.State.FAILED, OOM_EXIT_CODE
+                    ending.reason = oom_reason(over[0].name, over[1], limit, len(procs) > 1)
+                    break
             exits.wait(0.05)  # returns the moment a replica exits, rather than sleeping blindly
 
-        if state is not None:  # stop what is still running
-            for _s, proc in procs:
-                kill_tree(proc.pid, signal.SIGTERM)
-            end = time.monotonic() + KILL_GRACE_SECONDS
-            while time.monotonic() < end and any(p.poll() is None for _s, p in procs):
-                time.sleep(0.05)
+        if ending.state is not None:  # stop what is still running
+            if over is None:  # a limit overrun is killed at once, as the kernel's OOM killer would
+                for _s, proc in procs:
+                    kill_tree(proc.pid, signal.SIGTERM)
+                end = time.monotonic() + KILL_GRACE_SECONDS
+                while time.monotonic() < end and any(exits.poll(p) is None for _s, p in procs):
+                    time.sleep(0.05)
+            for sampler in samplers:  # what the tree used up to now: its last reading bills a killed replica
+                sampler.sample()
             for _s, proc in procs:
                 kill_tree(proc.pid, signal.SIGKILL)
-                proc.wait()
-        exact = [exits.cpu.get(proc.pid) for _s, proc in procs]
-        if state is None and all(seconds is not None for seconds in exact):  # every replica exited on its own
-            cpu_seconds = max(cpu_seconds, sum(exact))  # read as each exited (a tree's orphans aside): exact
-        return state, reason, cpu_seconds, peak_rss
+                exits.reap(proc)
+        # Per replica, the larger of what wait4 reported (exact for it and what it waited for) and the last
+        # sampled total of its tree (which also holds descendants that were killed, or never waited for).
+        ending.cpu_seconds = sum(
+            max(exits.cpu.get(proc.pid, 0.0), sampler.cpu_seconds)
+            for (_s, proc), sampler in zip(procs, samplers, strict=True)
+        )
+        peaks = {spec.name: exits.peak.get(proc.pid, 0) for spec, proc in procs}
+        ending.peak_rss = max(peak_total, *peaks.values(), *(sampler.peak_rss for sampler in samplers))
+        if limit and ending.state is None:
+            # It exited before the watchdog saw it over its limit (a burst between two looks): wait4's peak still
+            # tells, and a limit is a limit (a pod would have been killed).
+            name, peak = max(peaks.items(), key=lambda item: item[1])
+            if peak > limit:
+                ending.state = LocalWorkload.State.FAILED
+                ending.reason = oom_reason(name, peak, limit, len(procs) > 1) + " (it ended before it could be stopped)"
+        return ending
 
     def _ended(
         self,
         workload: Workload,
         procs: list[tuple[ReplicaSpec, subprocess.Popen]],
         started,
-        state: str | None,
-        reason: str,
-        cpu_seconds: float,
-        peak_rss: int,
+        ending: Ending,
     ) -> None:
+        state, reason = ending.state, ending.reason
         exit_code = next((p.returncode for _s, p in procs if p.returncode != 0), 0)
+        if ending.exit_code is not None:
+            exit_code = ending.exit_code
         if state is None:
             bad = next(((s, p) for s, p in procs if p.returncode != 0), None)
             if bad is None:
@@ -192,7 +246,11 @@ class Supervisor:
                 if len(procs) > 1:
                     reason = f"replica {bad[0].name} {reason}"
         elapsed = (timezone.now() - started).total_seconds()
-        usage = {"cpu_seconds": round(cpu_seconds, 3), "peak_rss_bytes": peak_rss, "wall_seconds": round(elapsed, 3)}
+        usage = {
+            "cpu_seconds": round(ending.cpu_seconds, 3),
+            "peak_rss_bytes": ending.peak_rss,
+            "wall_seconds": round(elapsed, 3),
+        }
         with self.lock:
             self.sink.close()
         self._finish(state, exit_code, reason, usage)

@@ -9,6 +9,8 @@ import os
 import select
 import shutil
 import subprocess
+import sys
+import time
 
 import psutil
 from django.conf import settings
@@ -50,51 +52,104 @@ def kill_tree(pid: int, sig: int) -> None:
             child.send_signal(sig)
 
 
-def tree_usage(pid: int) -> tuple[float, int]:
-    """(CPU %, RSS bytes) of a process and its descendants."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0.0, 0
-    cpu, rss = 0.0, 0
-    for proc in procs:
+def _cumulative_cpu(proc: psutil.Process) -> float:
+    """CPU seconds of a process and of the children it has reaped (theirs are added to its own when it waits)."""
+    times = proc.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+class TreeSampler:
+    """CPU and memory of one replica's process tree, sampled again and again.
+
+    CPU % comes from the growth of the tree's cumulative CPU time between two samples: a fresh `psutil.Process`
+    per sample (what this replaced) has no previous reading, so its `cpu_percent` was always 0. The cumulative
+    time counts every live process of the tree plus what each has reaped, so a child that ran and was waited
+    for between two samples is counted too; it only grows (a descendant that leaves the tree takes its time
+    along, which must not read as negative use). The root's `psutil.Process` is kept: it checks the creation
+    time, so a reused pid is never mistaken for the replica.
+
+    Memory: `rss` is the sum of the tree's resident sets (what the samples show). What counts against a memory
+    limit (`charged`) is that for a lone process, and the sum of proportional sets (PSS) for several: forked
+    workers share their parent's pages, which a sum of RSS would count once per worker (a cgroup charges a page
+    once), killing a tree of data-loader workers that is well within its limit.
+    """
+
+    def __init__(self, pid: int) -> None:
         try:
-            with proc.oneshot():
-                cpu += proc.cpu_percent(None)
-                rss += proc.memory_info().rss
+            self.root: psutil.Process | None = psutil.Process(pid)
         except psutil.Error:
-            continue
-    return cpu, rss
+            self.root = None
+        self.cpu_seconds = 0.0  # the last sampled cumulative CPU time of the tree (what a killed replica is billed)
+        self.cpu_percent = 0.0
+        self.rss = 0
+        self.charged = 0
+        self.peak_rss = 0
+        self._at: float | None = None
 
+    def _tree(self) -> list[psutil.Process]:
+        if self.root is None:
+            return []
+        try:
+            return [self.root, *self.root.children(recursive=True)] if self.root.is_running() else []
+        except psutil.Error:
+            return []
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    def _memory(self, procs: list[psutil.Process], rss: int) -> None:
+        charged = rss
+        if len(procs) > 1:
+            charged = 0
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    charged += proc.memory_full_info().pss  # smaps_rollup: one read per process
+        self.rss, self.charged = rss, charged
+        self.peak_rss = max(self.peak_rss, rss)
 
+    def sample(self, now: float | None = None) -> tuple[float, int]:
+        """(CPU % since the previous sample, RSS bytes of the tree now); the first sample primes the CPU %."""
+        now = time.monotonic() if now is None else now
+        procs = self._tree()
+        cpu, rss = 0.0, 0
+        for proc in procs:
+            try:
+                with proc.oneshot():
+                    cpu += _cumulative_cpu(proc)
+                    rss += proc.memory_info().rss
+            except psutil.Error:  # it exited between listing and reading: its parent reaps its time
+                continue
+        if procs:
+            if self._at is not None and now > self._at:
+                self.cpu_percent = max(cpu - self.cpu_seconds, 0.0) / (now - self._at) * 100
+            self.cpu_seconds = max(self.cpu_seconds, cpu)
+            self._memory(procs, rss)
+            self._at = now
+        else:
+            self.cpu_percent, self.rss, self.charged = 0.0, 0, 0
+        return self.cpu_percent, self.rss
 
-def exited_cpu_seconds(pid: int) -> float | None:
-    """CPU seconds (user + system) of an exited, not yet reaped process and of the descendants it reaped, from
-    /proc/<pid>/stat (a zombie keeps it until its parent waits for it); None where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    try:  # fields after the command: state is [0], so utime, stime, cutime, cstime are [11:15]
-        return sum(int(value) for value in fields[11:15]) / CLOCK_TICKS
-    except (ValueError, IndexError):
-        return None
+    def memory(self) -> int:
+        """What the tree holds against a memory limit now, without touching the CPU reading (the watchdog's look
+        between two samples)."""
+        procs = self._tree()
+        rss = 0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                rss += proc.memory_info().rss
+        self._memory(procs, rss)
+        return self.charged
 
 
 class ExitWaiter:
-    """Wakes the moment one of a workload's processes exits, through their pidfds (Linux ≥ 5.3).
+    """Wakes the moment one of a workload's processes exits, through their pidfds (Linux ≥ 5.3), and reaps the
+    replicas itself with wait4, which tells what each used.
 
     `Popen.wait(timeout)` polls with sleeps that double from 0.5 ms, so a process that lives 2 ms is noticed
     up to 2 ms late; a chain of short tasks paid that at every node. Opened right after the spawn, before
     anything reaps the process, so a pidfd can never name a reused pid.
 
-    When it wakes for an exit it also reads the exited process's CPU time before anything reaps it (`cpu`, by
-    pid): exact for the whole life of the process and what it waited for, where sampling once a second misses
-    a short task altogether.
+    Every replica is reaped here (`poll`, `reap`), never by `Popen.poll`: wait4's resource usage is exact for the
+    whole life of the process and of the descendants it waited for — CPU seconds (`cpu`, by pid) and the peak
+    resident memory of the largest of them (`peak`, bytes) — where sampling once a second misses a short task
+    altogether, and it holds for a replica that was killed as well as for one that exited.
     """
 
     def __init__(self, procs: list[subprocess.Popen]) -> None:
@@ -103,6 +158,7 @@ class ExitWaiter:
         self.fds: list[int] = []
         self.reaped: set[int] = set()
         self.cpu: dict[int, float] = {}
+        self.peak: dict[int, int] = {}
         try:
             self.fds = [os.pidfd_open(proc.pid) for proc in procs]
         except (AttributeError, OSError):  # not Linux, or an old kernel: Popen.wait below
@@ -111,6 +167,29 @@ class ExitWaiter:
         self.poller = select.poll()
         for fd in self.fds:
             self.poller.register(fd, select.POLLIN)
+
+    def poll(self, proc: subprocess.Popen) -> int | None:
+        """The replica's exit code once it has exited (reaping it), else None."""
+        return self._reap(proc, os.WNOHANG)
+
+    def reap(self, proc: subprocess.Popen) -> int:
+        """Wait for the replica to exit (it was killed) and reap it."""
+        code = self._reap(proc, 0)
+        return proc.wait() if code is None else code
+
+    def _reap(self, proc: subprocess.Popen, options: int) -> int | None:
+        if proc.returncode is not None:
+            return proc.returncode
+        try:
+            pid, status, usage = os.wait4(proc.pid, options)
+        except ChildProcessError:  # reaped elsewhere: Popen knows its code, not what it used
+            return proc.poll()
+        if pid == 0:
+            return None
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu[proc.pid] = usage.ru_utime + usage.ru_stime
+        self.peak[proc.pid] = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # KiB on Linux
+        return proc.returncode
 
     def wait(self, timeout: float) -> None:
         """Return when a running process exits or after `timeout` seconds."""
@@ -121,11 +200,9 @@ class ExitWaiter:
                     self.reaped.add(fd)
             if len(self.reaped) < len(self.fds):
                 for fd, _event in self.poller.poll(timeout * 1000):
-                    pid = self.procs[self.fds.index(fd)].pid
-                    if pid not in self.cpu and (seconds := exited_cpu_seconds(pid)) is not None:
-                        self.cpu[pid] = seconds
+                    self.poll(self.procs[self.fds.index(fd)])
             return
-        running = next((p for p in self.procs if p.poll() is None), None)
+        running = next((p for p in self.procs if self.poll(p) is None), None)
         if running is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 running.wait(timeout=timeout)

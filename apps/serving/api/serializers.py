@@ -122,11 +122,8 @@ class InferenceServiceSerializer(serializers.ModelSerializer):
 
     def get_replicas(self, service: InferenceService) -> dict[str, int]:
         """Ready and wanted replicas of the current revision."""
-        revision = service.current_revision
-        if revision is None:
-            return {"ready": 0, "wanted": 0}
-        ready = sum(1 for r in revision.replicas.all() if r.status == Replica.Status.READY)
-        return {"ready": ready, "wanted": max(revision.desired_replicas, 1)}
+        ready, wanted = service.replica_counts()
+        return {"ready": ready, "wanted": wanted}
 
 
 TRAFFIC_ROLES = [

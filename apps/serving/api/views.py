@@ -58,10 +58,9 @@ class InferenceServiceViewSet(ProjectScopedViewSet):
         self.check_project(project)
         wants_deploy = data.pop("deploy", False)
         settings = {k: data[k] for k in SETTINGS if k in data}
-        service = services.create_service(project, self.request.user, name=data.get("name", ""), **settings)
-        if wants_deploy:
-            services.deploy(service, self.request.user)
-            service.refresh_from_db()
+        service = services.create_service(
+            project, self.request.user, name=data.get("name", ""), deploy=wants_deploy, **settings
+        )
         serializer.instance = service
 
     def perform_update(self, serializer: InferenceServiceSerializer) -> None:

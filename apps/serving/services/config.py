@@ -22,6 +22,7 @@ from apps.projects.models import Project, slug_validator
 from apps.projects.services import UNCHANGED
 from apps.runtime.workload import parse_memory
 from apps.serving.models import Framework, InferenceService
+from apps.serving.services.deploy import deploy as deploy_service
 
 MAX_REPLICAS = 50
 MIN_MEMORY = 64 * 2**20
@@ -291,9 +292,13 @@ def current_settings(service: InferenceService) -> dict[str, Any]:
 
 
 def create_service(
-    project: Project, user: Any, *, name: str, allow_waiting: bool = False, **values: Any
+    project: Project, user: Any, *, name: str, allow_waiting: bool = False, deploy: bool = False, **values: Any
 ) -> InferenceService:
-    """A new service (nothing runs until `deploy`). `values`: any of SETTINGS."""
+    """A new service. `values`: any of SETTINGS. A pinned version or a custom server runs once deployed (`deploy`:
+    at once; a ValidationError then says why it cannot, the service staying as created). A service following an
+    alias serves what the alias points at from the start, as it will after each move: it deploys at once when the
+    alias points somewhere, and otherwise waits for it, saying so (so does it when it cannot deploy now, e.g. no
+    agent: the next move, or a deploy from its page, starts it)."""
     unknown = set(values) - set(SETTINGS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
@@ -314,10 +319,19 @@ def create_service(
         raise ValidationError(errors)
     try:
         with transaction.atomic():
-            return InferenceService.objects.create(project=project, name=name, created_by=user, **fields)
+            service = InferenceService.objects.create(project=project, name=name, created_by=user, **fields)
     except IntegrityError:  # a concurrent create took the name
         taken = _("This project already has a service named “%(name)s”.") % {"name": name}
         raise ValidationError({"name": [taken]}) from None
+    if deploy:
+        deploy_service(service, user)
+    elif service.follow_alias:
+        try:
+            deploy_service(service, user)  # None while the alias points nowhere: it records why it waits
+        except ValidationError as exc:
+            InferenceService.objects.filter(pk=service.pk).update(reason=" ".join(exc.messages))
+    service.refresh_from_db()
+    return service
 
 
 def update_service(service: InferenceService, **values: Any) -> tuple[InferenceService, bool]:

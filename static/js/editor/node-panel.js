@@ -205,10 +205,11 @@ function resourceFields(node, template, ctx, take) {
   const resources = node.resources && typeof node.resources === "object" ? node.resources : {};
   const defaults = (template && template.resources) || {};
   const limits = ctx.limits || {};
+  const sources = limits.sources || {};  // what sets each limit: the project's quota, or where its tasks run
   const specs = [
-    { key: "cpu", label: m.cpu, type: "number", attrs: { step: "0.1", min: "0" }, limit: limits.cpu },
-    { key: "memory", label: m.memoryLabel, type: "text", attrs: {}, limit: limits.memory_bytes, help: m.memoryHelp },
-    { key: "gpu", label: m.gpu, type: "number", attrs: { step: "1", min: "0" }, limit: limits.gpu },
+    { key: "cpu", label: m.cpu, type: "number", attrs: { step: "0.1", min: "0" }, limit: limits.cpu, source: sources.cpu },
+    { key: "memory", label: m.memoryLabel, type: "text", attrs: {}, limit: limits.memory_bytes, source: sources.memory_bytes, help: m.memoryHelp },
+    { key: "gpu", label: m.gpu, type: "number", attrs: { step: "1", min: "0" }, limit: limits.gpu, source: sources.gpu },
     { key: "gpu_type", label: m.gpuType, type: "text", attrs: {} },
   ];
   return specs.map(function (spec) {
@@ -222,13 +223,13 @@ function resourceFields(node, template, ctx, take) {
       if (spec.key === "memory") {
         const bytes = memoryBytes(text);
         if (bytes === null) return { error: m.memory };
-        if (spec.limit && bytes > spec.limit) return { value: text, warn: fmt(m.overLimit, { limit: humanBytes(spec.limit) }) };
+        if (spec.limit && bytes > spec.limit) return { value: text, warn: fmt(m.overLimit, { limit: humanBytes(spec.limit), source: spec.source || "" }) };
         return { value: /^\d+$/.test(text) ? Number(text) : text };
       }
       if (spec.type === "number") {
         const number = Number(text);
         if (number < 0) return { error: fmt(m.atLeast, { limit: 0 }) };
-        if (spec.limit !== null && spec.limit !== undefined && number > spec.limit) return { value: number, warn: fmt(m.overLimit, { limit: spec.limit }) };
+        if (spec.limit !== null && spec.limit !== undefined && number > spec.limit) return { value: number, warn: fmt(m.overLimit, { limit: spec.limit, source: spec.source || "" }) };
         return { value: number };
       }
       return { value: text };

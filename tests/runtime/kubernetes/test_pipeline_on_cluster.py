@@ -90,6 +90,20 @@ def test_a_distributed_node_streams_the_log_of_every_replica(project, cluster, f
 
 def test_a_task_waits_with_a_reason_when_the_cluster_has_no_room(project, cluster, fake, run_controller):
     fake.sim.autopilot(outcome="succeeded", lines=1, delay=0.02)
+    # The cluster has 2 GPUs (a node may ask for them), all held by another team's pod.
+    fake.add_node("gpu-1", gpu=2)
+    busy = {"name": "train", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    fake.store.create(
+        ("", "pods"),
+        "other",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "busy", "namespace": "other"},
+            "spec": {"nodeName": "gpu-1", "containers": [busy]},
+            "status": {"phase": "Running"},
+        },
+    )
     run_controller()
     wait_for_inventory(cluster)
     load_builtin_templates()
@@ -104,7 +118,7 @@ def test_a_task_waits_with_a_reason_when_the_cluster_has_no_room(project, cluste
 
     [task] = run.tasks.all()
     assert task.status == TaskStatus.WAITING
-    assert task.waiting_reason == "waiting for 2 GPUs — 0 of 0 free on cluster fake"
+    assert task.waiting_reason == "waiting for 2 GPUs — 0 of 2 free on cluster fake"
     assert not KubeWorkload.objects.exists()
 
 

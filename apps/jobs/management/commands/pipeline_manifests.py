@@ -44,6 +44,8 @@ class Command(BaseCommand):
         except LookupError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(result.yaml(), ending="")
+        for warning in result.warnings:
+            self.stderr.write(f"warning: {warning}")
         if result.errors:
             for node, error in result.errors.items():
                 self.stderr.write(f"{node}: {error}")

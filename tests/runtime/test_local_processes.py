@@ -1,0 +1,106 @@
+"""The local runtime's view of a replica's processes: CPU % and memory of a real process tree across samples,
+and what wait4 reports of a replica that exited or was killed."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from apps.runtime.local.processes import ExitWaiter, TreeSampler, kill_tree
+
+BURN = "import time\nwhile True: pass\n"
+# A child that burns too: the tree's CPU is its own and its descendants'.
+BURN_IN_CHILD = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {BURN!r}])\n"
+
+
+def spawn(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
+def sample_until(sampler: TreeSampler, cpu_seconds: float) -> float:
+    """Sample until the tree has used `cpu_seconds` of CPU (bounded, so a broken sampler fails rather than hangs);
+    returns the last CPU %."""
+    deadline = time.monotonic() + 30
+    percent = 0.0
+    while sampler.cpu_seconds < cpu_seconds and time.monotonic() < deadline:
+        time.sleep(0.2)
+        percent, _rss = sampler.sample()
+    return percent
+
+
+def test_a_process_burning_cpu_reads_a_non_zero_percentage():
+    proc = spawn(BURN)
+    try:
+        sampler = TreeSampler(proc.pid)
+        assert sampler.sample() == (0.0, sampler.rss)  # the first sample primes
+        percent = sample_until(sampler, 0.3)
+        assert sampler.cpu_seconds >= 0.3
+        assert percent > 0
+        assert sampler.rss > 0
+        assert sampler.peak_rss >= sampler.rss
+    finally:
+        kill_tree(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_the_cpu_of_a_descendant_counts_for_the_tree():
+    proc = spawn(BURN_IN_CHILD)
+    try:
+        sampler = TreeSampler(proc.pid)
+        sampler.sample()
+        assert sample_until(sampler, 0.3) > 0
+    finally:
+        kill_tree(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_a_killed_replica_keeps_the_cpu_it_used_and_its_peak_memory():
+    proc = spawn("block = b'x' * (64 * 2**20)\nwhile True: pass\n")
+    exits = ExitWaiter([proc])
+    try:
+        sampler = TreeSampler(proc.pid)
+        sampler.sample()
+        sample_until(sampler, 0.3)
+        assert exits.poll(proc) is None
+        kill_tree(proc.pid, signal.SIGKILL)
+        assert exits.reap(proc) == -signal.SIGKILL
+    finally:
+        exits.close()
+    assert exits.cpu[proc.pid] >= 0.3  # exact, from wait4: not lost with the killed process
+    assert exits.peak[proc.pid] >= 64 * 2**20
+
+
+def test_exit_waiter_reaps_a_replica_that_exits_and_reads_what_it_used():
+    proc = spawn("import time\nend = time.process_time() + 0.2\nwhile time.process_time() < end: pass\n")
+    exits = ExitWaiter([proc])
+    try:
+        deadline = time.monotonic() + 30
+        while exits.poll(proc) is None and time.monotonic() < deadline:
+            exits.wait(1)
+    finally:
+        exits.close()
+    assert proc.returncode == 0
+    assert exits.cpu[proc.pid] >= 0.2
+
+
+def test_forked_workers_sharing_their_parents_memory_are_charged_it_once():
+    # 200 MiB written by the parent, then four forked workers that only read it: their RSS each counts it, a cgroup
+    # (and the limit watchdog) once.
+    code = (
+        "import os, time\nblock = b'x' * (200 * 2**20)\n"
+        "for _ in range(4):\n    if os.fork() == 0:\n        time.sleep(60)\n        os._exit(0)\n"
+        "print('forked', flush=True)\ntime.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"forked\n"
+        sampler = TreeSampler(proc.pid)
+        sampler.sample()
+        assert sampler.rss > 800 * 2**20  # five resident sets holding the block
+        assert 200 * 2**20 < sampler.charged < 400 * 2**20
+        assert 200 * 2**20 < sampler.memory() < 400 * 2**20  # the watchdog's look between samples: the same
+    finally:
+        kill_tree(proc.pid, signal.SIGKILL)
+        proc.wait()
