@@ -6,6 +6,7 @@ path). Metrics are append-only; `LatestMetric` keeps the latest value per (run, 
 
 from __future__ import annotations
 
+import math
 import time
 
 from django.conf import settings
@@ -172,6 +173,11 @@ class Metric(models.Model):
     def __str__(self) -> str:
         return f"{self.key}[{self.step}]={self.value}"
 
+    @property
+    def number(self) -> float:
+        """The logged value, NaN included (stored as 0 with `is_nan`)."""
+        return math.nan if self.is_nan else self.value
+
 
 class LatestMetric(models.Model):
     """The latest point of each metric of a run: highest step, then timestamp, then value (MLflow's rule).
@@ -195,6 +201,11 @@ class LatestMetric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}"
+
+    @property
+    def number(self) -> float:
+        """The logged value, NaN included (stored as 0 with `is_nan`)."""
+        return math.nan if self.is_nan else self.value
 
 
 class RunInput(models.Model):
