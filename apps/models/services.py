@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from prometheus_client import Counter
 
 from apps.models import metrics as metric_store
 from apps.models.errors import AlreadyExists, InvalidParameter
@@ -29,6 +30,7 @@ from apps.models.validation import (
     validate_name,
 )
 
+LOGGED = Counter("portal_tracking_logged", "Metric points, params and tags logged to tracked runs", ["kind"])
 DEFAULT_EXPERIMENT = "Default"
 RUN_NAME_TAG = "mlflow.runName"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
@@ -297,6 +299,10 @@ def log_batch(
             _set_tags(run, tags)
         if metrics:
             metric_store.insert_points(run.pk, list(metrics))
+    # Logging is telemetry: not audited call by call (apps/audit/middleware.py), counted here in aggregate.
+    for kind, count in (("metric", len(metrics)), ("param", len(params)), ("tag", len(tags))):
+        if count:
+            LOGGED.labels(kind).inc(count)
 
 
 def _log_params(run: Run, params: list[tuple[str, str]]) -> None:
