@@ -7,7 +7,9 @@ as ±1.797e308 (the largest double), the portal keeps the infinity (docs/trackin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -38,7 +40,8 @@ def mlflow_server(tmp_path_factory) -> Iterator[str]:
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DJANGO_"))}
     log = (root / "server.log").open("w")
-    process = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # its own session: the server starts uvicorn workers and a job runner, stopped with it as one group
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -58,11 +61,13 @@ def mlflow_server(tmp_path_factory) -> Iterator[str]:
             time.sleep(1)
         yield url
     finally:
-        process.terminate()
+        with contextlib.suppress(ProcessLookupError):  # the group may be gone already (a server that exited)
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
 
