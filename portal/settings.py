@@ -408,7 +408,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
+        "portal.lib.jsonsafe.JSONRenderer",  # NaN/±Infinity (metric values) as strings, not a 500
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "apps.projects.api.errors.exception_handler",

@@ -1,8 +1,9 @@
 """`AuditMiddleware`: opens the change collector for each request and writes one entry if it mutated.
 
 Recorded: a request with an unsafe method (POST, PUT, PATCH, DELETE) that succeeded (2xx/3xx), except the few
-that read (MLflow's search endpoints) or act only through an event (login forms answer 200 with errors); and any
-request in which someone logged in or out (the OIDC callback is a GET). Nothing for 4xx/5xx.
+that read (MLflow's search endpoints), that are telemetry (MLflow's metric, param and tag logging: counted, not
+recorded one by one) or act only through an event (login forms answer 200 with errors); and any request in which
+someone logged in or out (the OIDC callback is a GET). Nothing for 4xx/5xx.
 
 Sync middleware: under ASGI Django runs the whole sync chain and the view in one `sync_to_async` thread, so the
 collector set here is the one the signal receivers see (apps/audit/capture.py explains the shared object).
@@ -23,6 +24,15 @@ logger = logging.getLogger(__name__)
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # MLflow reads that travel as POST: the searches and get-latest-versions.
 MLFLOW_READS = re.compile(r"(^|/)(search|get[-\w]*)/?$")
+# MLflow logging is telemetry, not a change to audit: a training loop logs a metric per step (one entry each made
+# the log mostly metric points), and what it logged is in the run itself. Its volume is counted in aggregate
+# (`portal_tracking_logged_total` on /metrics). Creating, updating and deleting runs, experiments, logged models
+# and everything in the registry stay audited, and so do artifact uploads (they can replace a registered model's
+# files).
+MLFLOW_TELEMETRY = re.compile(
+    r"^(runs/(log-metric|log-parameter|log-batch|set-tag|delete-tag|log-inputs|log-model|outputs)"
+    r"|logged-models/[^/]+/(params|tags)(/[^/]+)?)/?$"
+)
 # Routes whose success is only known from their event: recorded when someone logged in or out, never otherwise.
 EVENT_ROUTES = frozenset({"accounts:login", "accounts:logout", "admin:login", "admin:logout"})
 # Routes that change no data (a language cookie).
@@ -40,7 +50,10 @@ def is_mutating(request: HttpRequest) -> bool:
         return True
     if match.view_name in EVENT_ROUTES or match.view_name in READ_ROUTES or match.view_name in PROXIED_ROUTES:
         return False
-    return not (match.url_name == "mlflow" and MLFLOW_READS.search(match.kwargs.get("endpoint", "")))
+    if match.url_name == "mlflow":
+        endpoint = match.kwargs.get("endpoint", "")
+        return not (MLFLOW_READS.search(endpoint) or MLFLOW_TELEMETRY.match(endpoint))
+    return True
 
 
 class AuditMiddleware:

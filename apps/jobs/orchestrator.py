@@ -349,7 +349,23 @@ def _create_ready_tasks(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRu
         tasks[name] = digests[name] = task
         created.add(name)
     TaskRun.objects.bulk_create([tasks[name] for name in plan.order if name in created])
+    _record_cached_reads(run, [tasks[name] for name in created if tasks[name].status == TaskStatus.CACHED])
     return created
+
+
+def _record_cached_reads(run: PipelineRun, cached: list[TaskRun]) -> None:
+    """A node taken from the cache read what the task it was taken from read (same cache key: same dataset
+    versions): record those reads for it, or lineage (dataset → run → tracked run → model) would miss this run."""
+    if not cached:
+        return
+    from apps.datasets.models import DatasetUsage, Direction
+
+    by_source = {task.cached_from_id: task for task in cached}
+    reads = DatasetUsage.objects.filter(task_run_id__in=by_source, direction=Direction.READ)
+    DatasetUsage.objects.bulk_create(
+        DatasetUsage(version_id=version_id, task_run=by_source[source_id], pipeline_run=run, direction=Direction.READ)
+        for source_id, version_id in reads.values_list("task_run_id", "version_id").distinct()
+    )
 
 
 def _cache_hit(run: PipelineRun, key: str) -> TaskRun | None:

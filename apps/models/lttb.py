@@ -15,7 +15,8 @@ MAX_POINTS = 10_000
 
 
 def series(run_id: int, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values) of one metric in step order; NaN points are left out."""
+    """(steps, values) of one metric in step order; NaN and ±Infinity points are left out (a chart cannot place
+    them, and one would turn every triangle area of its bucket into NaN; the run's table shows such values)."""
     table = Metric._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -27,6 +28,7 @@ def series(run_id: int, key: str) -> tuple[np.ndarray, np.ndarray]:
     if not rows:
         return np.empty(0), np.empty(0)
     data = np.array(rows, dtype=np.float64)
+    data = data[np.isfinite(data[:, 1])]
     return data[:, 0], data[:, 1]
 
 

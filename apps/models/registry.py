@@ -238,9 +238,16 @@ def delete_alias(model: RegisteredModel, alias: str) -> None:
 
 
 def version_by_alias(model: RegisteredModel, alias: str) -> ModelVersion:
+    """The version an alias points at; `latest` (which no alias may be named) is the highest version. A missing
+    alias is INVALID_PARAMETER_VALUE, as MLflow's server answers (tests/models/test_against_mlflow_server.py)."""
+    if alias.lower() == "latest":
+        newest = ModelVersion.objects.filter(registered_model=model).order_by("-version").first()
+        if newest is None:
+            raise NotFound(f"Latest version not found for model {model.name}.")
+        return newest
     row = ModelAlias.objects.filter(registered_model=model, alias=alias).select_related("model_version").first()
     if row is None:
-        raise NotFound(f"Registered model alias {alias} not found.")
+        raise InvalidParameter(f"Registered model alias {alias} not found.")
     return row.model_version
 
 

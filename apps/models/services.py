@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from prometheus_client import Counter
 
 from apps.models import metrics as metric_store
 from apps.models.errors import AlreadyExists, InvalidParameter
@@ -29,10 +30,12 @@ from apps.models.validation import (
     validate_name,
 )
 
+LOGGED = Counter("portal_tracking_logged", "Metric points, params and tags logged to tracked runs", ["kind"])
 DEFAULT_EXPERIMENT = "Default"
 RUN_NAME_TAG = "mlflow.runName"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 IMAGE_TAG = "portal.image"
+TEMPLATE_TAG = "portal.template"
 _ADJECTIVES = ("brave", "calm", "eager", "gentle", "keen", "lucky", "merry", "quiet", "swift", "wise")
 _NOUNS = ("otter", "heron", "lynx", "finch", "koala", "panda", "wren", "yak", "ibis", "moth")
 
@@ -152,6 +155,8 @@ def create_run(
     for key, value in tags.items():
         validate_name(key, "key", "Tag")
         check_length("tag value", MAX_TAG_VAL_LENGTH, value)
+    if source_task is not None:  # which code ran; what the client sent wins
+        tags = {**_task_code_tags(source_task), **tags}
     name = run_name or tags.get(RUN_NAME_TAG) or random_run_name()
     tags[RUN_NAME_TAG] = name
     run_uuid = uuid.uuid4().hex
@@ -168,7 +173,7 @@ def create_run(
             source_task=source_task,
             source_pipeline_run_id=getattr(source_task, "run_id", None),
             git_commit=tags.get(GIT_COMMIT_TAG, "")[:64],
-            image=(tags.get(IMAGE_TAG) or (_task_image(source_task) if source_task is not None else ""))[:500],
+            image=tags.get(IMAGE_TAG, "")[:500],
         )
         RunTag.objects.bulk_create(RunTag(run=run, key=k, value=v) for k, v in tags.items())
         if source_task is not None:
@@ -176,17 +181,20 @@ def create_run(
     return run
 
 
-def _task_image(task: Any) -> str:
-    """The image of the template the pipeline task runs (as frozen in its run)."""
+def _task_code_tags(task: Any) -> dict[str, str]:
+    """What a pipeline task ran, as the frozen run resolved it: its template as `slug@version` (a template's
+    version changes with what it runs), the image, the pipeline run and node."""
+    from apps.jobs.dispatcher import task_image
     from apps.jobs.models import JobTemplate
 
-    node = next((n for n in task.run.spec.get("nodes", []) if n.get("name") == task.node), None)
-    if node is None or "template_id" not in node:
-        return ""
-    from apps.jobs.dispatcher import task_image
-
-    template = JobTemplate.objects.filter(pk=node["template_id"]).only("image").first()
-    return task_image(template) if template is not None else ""
+    tags = {"portal.pipeline_run": str(task.run_id), "portal.task": task.node}
+    node = next((n for n in task.run.spec.get("nodes", []) if n.get("name") == task.node), None) or {}
+    if node.get("template"):
+        tags[TEMPLATE_TAG] = str(node["template"])
+    template = JobTemplate.objects.filter(pk=node.get("template_id")).only("image").first()
+    if template is not None:
+        tags[IMAGE_TAG] = task_image(template)
+    return tags
 
 
 def _pipeline_inputs(run: Run, task: Any) -> list[RunInput]:
@@ -297,6 +305,10 @@ def log_batch(
             _set_tags(run, tags)
         if metrics:
             metric_store.insert_points(run.pk, list(metrics))
+    # Logging is telemetry: not audited call by call (apps/audit/middleware.py), counted here in aggregate.
+    for kind, count in (("metric", len(metrics)), ("param", len(params)), ("tag", len(tags))):
+        if count:
+            LOGGED.labels(kind).inc(count)
 
 
 def _log_params(run: Run, params: list[tuple[str, str]]) -> None:

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from apps.models.views import experiments, registry, runs
+from apps.models.views import experiments, mlflow_links, registry, runs
 
 app_name = "models"
 
@@ -8,6 +8,7 @@ P = "p/<slug:project>/"
 
 urlpatterns: list = [
     path("", include("apps.models.mlflow_api.urls")),
+    path("mlflow-ui/", mlflow_links.mlflow_link, name="mlflow-link"),
     path(P + "experiments/", experiments.experiment_list, name="experiment-list"),
     path(P + "experiments/<int:pk>/", experiments.experiment_detail, name="experiment-detail"),
     path(P + "experiments/<int:pk>/runs.csv", experiments.experiment_export, name="experiment-export"),

@@ -117,3 +117,18 @@ def test_the_cache_misses_when_the_dataset_changes(agent, project, owner, reader
     dataset_version(iris, {"data.csv": b"a\n2\n"})
     again = drive(start_run(pipe, owner))
     assert again.tasks.get().status == "succeeded"  # new data: it runs again
+
+
+def test_a_cached_node_records_the_reads_of_the_task_it_was_taken_from(agent, project, owner, reader):
+    """Lineage: a run whose node came from the cache still read that dataset version (and a tracked run of a later
+    node of it lists the version as its input)."""
+    iris = dataset(project, owner, name="iris")
+    version = dataset_version(iris, {"data.csv": b"a\n1\n"})
+    pipe = reader_pipeline(project, owner, "iris")
+    first = drive(start_run(pipe, owner))
+    second = drive(start_run(pipe, owner))
+    cached = second.tasks.get()
+    assert cached.status == "cached"
+    usage = DatasetUsage.objects.get(pipeline_run=second)
+    assert (usage.version_id, usage.direction, usage.task_run_id) == (version.pk, "read", cached.pk)
+    assert DatasetUsage.objects.filter(pipeline_run=first).count() == 1

@@ -105,3 +105,21 @@ def test_a_logistic_regression_logs_one_train_accuracy(live_asgi, split, tmp_pat
     assert train.returncode == 0, train.stderr
     run = Run.objects.get(run_uuid=json.loads((tmp_path / "train" / "tracking.json").read_text())["run_id"])
     assert list(run.metrics.filter(key="train_accuracy").values_list("step", flat=True)) == [0]
+
+
+def test_evaluate_logs_its_metrics_to_the_training_run(live_asgi, split, tmp_path):
+    """The test metrics reach the run that trained the model (beside its train accuracy), not only the log."""
+    owner = UserFactory(username="alice")
+    project = ProjectFactory(owner=owner, slug="project-a")
+    _token, raw = create_token(owner, name="task", project=project)
+    env = {"MLFLOW_TRACKING_URI": live_asgi.url, "MLFLOW_TRACKING_TOKEN": raw}
+    assert run_task("sklearn_train", tmp_path / "train", inputs={"split": split}, **env).returncode == 0
+    evaluate = run_task("evaluate", tmp_path / "evaluate", inputs={"train": tmp_path / "train", "split": split}, **env)
+    assert evaluate.returncode == 0, evaluate.stderr
+    scores = json.loads((tmp_path / "evaluate" / "metrics.json").read_text())
+    run = Run.objects.get(run_uuid=json.loads((tmp_path / "train" / "tracking.json").read_text())["run_id"])
+    latest = {m.key: m.value for m in run.latest_metrics.all()}
+    assert latest["test_accuracy"] == pytest.approx(scores["accuracy"])
+    assert latest["test_f1_macro"] == pytest.approx(scores["f1_macro"])
+    assert {p.key: p.value for p in run.params.all()}["test_rows"] == str(scores["rows"])
+    assert f"logged test_accuracy and test_f1_macro to run {run.run_uuid}" in evaluate.stdout

@@ -93,7 +93,8 @@ def test_32_concurrent_service_writers_keep_latest_right(transactional_db, world
         thread.join()
     assert errors == []
     assert Metric.objects.filter(run=run, key="m").count() == WRITERS * BATCHES * POINTS
-    assert Metric.objects.filter(run=run, key="shared").count() == WRITERS * BATCHES
+    # a writer logs the same shared point in each batch: stored once per writer (a point is unique)
+    assert Metric.objects.filter(run=run, key="shared").count() == WRITERS
     latest = LatestMetric.objects.get(run=run, key="m")
     assert (latest.step, latest.value) == _expected_latest()
     shared = LatestMetric.objects.get(run=run, key="shared")

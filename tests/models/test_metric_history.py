@@ -16,8 +16,9 @@ def test_history_pages_with_a_keyset_token(api_a):
         assert (
             api_a.post("runs/log-batch", {"run_id": run_id, "metrics": points[start : start + 100]}).status_code == 200
         )
-    # duplicates of one (step, timestamp) pair: the id breaks the tie, nothing is skipped or repeated
-    assert api_a.post("runs/log-batch", {"run_id": run_id, "metrics": [points[0], points[0]]}).status_code == 200
+    # more points at one (step, timestamp) pair: the id breaks the tie, nothing is skipped or repeated
+    same_place = [{**points[0], "value": 1000.0}, {**points[0], "value": 1001.0}]
+    assert api_a.post("runs/log-batch", {"run_id": run_id, "metrics": same_place}).status_code == 200
 
     seen, token, pages = [], None, 0
     while True:
@@ -33,7 +34,7 @@ def test_history_pages_with_a_keyset_token(api_a):
     assert pages == 7
     assert len(seen) == 252
     assert seen == sorted(seen, key=lambda m: (m[0], m[1]))
-    assert sorted(v for _s, _t, v in seen) == sorted([*range(250), 0, 0])
+    assert sorted(v for _s, _t, v in seen) == [*range(250), 1000, 1001]
 
 
 def test_history_without_max_results_returns_everything_and_bad_tokens_are_rejected(api_a):

@@ -53,7 +53,10 @@ def test_versions_aliases_and_stages(api_a, run_id):
     assert_error(api_a.post("registered-models/alias", {"name": "clf", "alias": "x", "version": "9"}), 404,
                  "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
     assert api_a.delete("registered-models/alias", {"name": "clf", "alias": "production"}).status_code == 200
-    assert_error(api_a.get("registered-models/alias", name="clf", alias="production"), 404, "RESOURCE_DOES_NOT_EXIST")
+    # a missing alias is INVALID_PARAMETER_VALUE, as MLflow's server answers; `latest` is the highest version
+    assert_error(api_a.get("registered-models/alias", name="clf", alias="production"), 400, "INVALID_PARAMETER_VALUE")
+    latest = api_a.get("registered-models/alias", name="clf", alias="latest").json()["model_version"]
+    assert latest["version"] == str(ModelVersion.objects.filter(registered_model__name="clf").latest("version").version)
 
     staged = api_a.post("model-versions/transition-stage", {"name": "clf", "version": "1", "stage": "production",
                                                             "archive_existing_versions": False})  # fmt: skip

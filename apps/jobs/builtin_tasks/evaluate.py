@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     metrics = compute_metrics(y_true, y_pred)
     write_json(output_dir() / "metrics.json", metrics)
+    track(model_path, metrics)
     log(f"accuracy: {metrics['accuracy']:.4f}")
     log(f"f1_macro: {metrics['f1_macro']:.4f}")
     for label, counts in metrics["per_class"].items():
@@ -82,6 +84,30 @@ def main(argv: list[str] | None = None) -> int:
     if metrics["accuracy"] < args.min_accuracy:
         return fail(f"accuracy {metrics['accuracy']:.4f} is below --min_accuracy {args.min_accuracy:g}", 1)
     return 0
+
+
+def track(model_path: Path, metrics: dict[str, Any]) -> None:
+    """Log the test metrics to the tracking run that trained the model (its tracking.json beside the model), so
+    they sit next to its params and train accuracy (and in a registered version's card), not only in the log.
+    Without a tracking URI or a tracked training there is nothing to log to; a tracking failure is a warning."""
+    record_path = model_path.with_name("tracking.json")
+    if not os.environ.get("MLFLOW_TRACKING_URI") or not record_path.is_file():
+        log("tracking skipped: no tracked training run upstream" if os.environ.get("MLFLOW_TRACKING_URI")
+            else "tracking skipped: MLFLOW_TRACKING_URI is not set")  # fmt: skip
+        return
+    from apps.jobs.builtin_tasks._tracking import Tracking, TrackingError
+
+    try:
+        run_id = json.loads(record_path.read_text(encoding="utf-8"))["run_id"]
+        Tracking().log_batch(
+            run_id,
+            params={"test_rows": metrics["rows"]},
+            metrics={"test_accuracy": metrics["accuracy"], "test_f1_macro": metrics["f1_macro"]},
+        )
+    except (OSError, ValueError, KeyError, TrackingError) as exc:
+        log(f"warning: tracking failed: {exc}")
+        return
+    log(f"logged test_accuracy and test_f1_macro to run {run_id}")
 
 
 def compute_metrics(y_true: list[str], y_pred: list[str]) -> dict[str, Any]:

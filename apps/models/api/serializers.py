@@ -52,13 +52,13 @@ class TrackingRunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_metrics(self, run: Run) -> dict[str, Any]:
-        return {m.key: {"value": None if m.is_nan else m.value, "step": m.step, "timestamp": m.timestamp}
+        return {m.key: {"value": m.number, "step": m.step, "timestamp": m.timestamp}
                 for m in run.latest_metrics.all()}  # fmt: skip
 
 
 class MetricSeriesSerializer(serializers.Serializer):
     key = serializers.CharField()
-    total = serializers.IntegerField(help_text="Points stored (NaN excluded).")
+    total = serializers.IntegerField(help_text="Points stored with a finite value (NaN and ±Infinity are not charted).")
     steps = serializers.ListField(child=serializers.FloatField())
     values = serializers.ListField(child=serializers.FloatField())
 

@@ -24,6 +24,7 @@ from apps.accounts.authentication import raw_token_from_header
 from apps.accounts.services import authenticate_token
 from apps.models.access import Caller
 from apps.models.errors import BadEndpoint, Forbidden, InvalidParameter, TrackingError, Unauthenticated
+from portal.lib import jsonsafe
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def error_response(error: TrackingError) -> HttpResponse:
 
 def json_response(payload: Any, status: int = 200) -> HttpResponse:
     return HttpResponse(
-        json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str),
+        jsonsafe.dumps(payload, separators=(",", ":"), default=str),
         content_type="application/json",
         status=status,
     )

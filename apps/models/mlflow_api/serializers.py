@@ -5,7 +5,6 @@ Runs are serialised in bulk: one query per kind of child (latest metrics, params
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -28,14 +27,12 @@ from apps.models.models import (
     RunInput,
     RunTag,
 )
+from portal.lib.jsonsafe import finite_float
 
 
 def metric_value(value: float, is_nan: bool) -> float | str:
-    if is_nan or value != value:
-        return "NaN"
-    if value in (math.inf, -math.inf):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
+    """A stored metric value as protobuf JSON has doubles (NaN and ±Infinity as strings)."""
+    return "NaN" if is_nan else finite_float(value)
 
 
 def experiment_json(caller: Caller, experiment: Experiment, tags: list[tuple[str, str]] | None = None) -> dict:

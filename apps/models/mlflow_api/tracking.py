@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_http_methods
 
 from apps.models import artifacts, search, services
 from apps.models import metrics as metric_store
 from apps.models.access import Caller
 from apps.models.errors import InvalidParameter, NotFound
 from apps.models.mlflow_api import serializers as s
-from apps.models.mlflow_api.base import Router
+from apps.models.mlflow_api.base import Router, json_response
 from apps.models.models import Experiment, Run, RunTag
 from apps.models.querysets import ACTIVE, DELETED
 from apps.models.validation import (
@@ -394,6 +395,30 @@ def get_history_bulk_interval(caller: Caller, data: dict, _kw: dict) -> dict:
                  "run_id": run.run_uuid}
             )  # fmt: skip
     return {"metrics": points}
+
+
+# --- Server capabilities ---------------------------------------------------------------------------------
+
+SERVER_INFO = {
+    "store_type": None,  # MLflow names its FileStore or SqlStore here (its telemetry reads it); we are neither
+    "workspaces_enabled": False,
+    "trace_archival_enabled": False,
+    # mlflow-artifacts/mpu/… and presigned uploads are not implemented: the client then uploads in one PUT
+    "multipart_uploads_enabled": False,
+    "multipart_downloads_enabled": False,
+    "presigned_upload_run_id_supported": False,
+    "presigned_upload_model_id_supported": False,
+    "features_enabled": {"gateway": False},
+}
+
+
+@require_http_methods(["GET", "HEAD", "OPTIONS"])
+def server_info(request: HttpRequest) -> HttpResponse:
+    """`/api/3.0/mlflow/server-info`, the probe of MLflow 3 clients (multipart artifacts, workspaces, telemetry).
+
+    Public, as MLflow's own: clients ask before they authenticate, and it holds nothing of a tenant.
+    """
+    return json_response(SERVER_INFO)
 
 
 # --- Run artifacts (listing through the tracking API) -----------------------------------------------------

@@ -22,6 +22,7 @@ def mlflow_view(request: HttpRequest, endpoint: str) -> HttpResponse:
 
 urlpatterns = [
     re_path(r"^(?:ajax-)?api/2\.0/mlflow/(?P<endpoint>.+)$", mlflow_view, name="mlflow"),
+    re_path(r"^(?:ajax-)?api/3\.0/mlflow/server-info$", tracking.server_info, name="mlflow-server-info"),
     path("api/2.0/mlflow-artifacts/artifacts", artifact_view, name="mlflow-artifacts-root"),
     path("api/2.0/mlflow-artifacts/artifacts/", artifact_view),
     path("api/2.0/mlflow-artifacts/artifacts/<path:path>", artifact_view, name="mlflow-artifacts"),

@@ -6,6 +6,7 @@ path). Metrics are append-only; `LatestMetric` keeps the latest value per (run, 
 
 from __future__ import annotations
 
+import math
 import time
 
 from django.conf import settings
@@ -144,10 +145,12 @@ class RunTag(KeyValue):
 
 
 class Metric(models.Model):
-    """One logged point of a metric. Append-only; inserted in bulk (COPY on PostgreSQL).
+    """One logged point of a metric. Append-only; inserted in bulk, skipping points already stored.
 
-    NaN is stored as value 0 with `is_nan` (MLflow's own representation); the index serves history reads
-    in (step, timestamp) order with the primary key as the keyset tie-breaker.
+    A point is (run, key, step, timestamp, value, is_nan), MLflow's primary key: the same point logged again (a
+    retried request, the client re-sending metrics when it logs a model) is stored once. NaN is stored as value 0
+    with `is_nan` (MLflow's own representation). The unique index also serves history reads in (step, timestamp)
+    order; the primary key is the keyset tie-breaker.
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics", db_index=False)
@@ -161,10 +164,19 @@ class Metric(models.Model):
     objects = TenantQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["run", "key", "step", "timestamp", "id"], name="models_metric_history")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "key", "step", "timestamp", "value", "is_nan"], name="models_metric_point_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.key}[{self.step}]={self.value}"
+
+    @property
+    def number(self) -> float:
+        """The logged value, NaN included (stored as 0 with `is_nan`)."""
+        return math.nan if self.is_nan else self.value
 
 
 class LatestMetric(models.Model):
@@ -189,6 +201,11 @@ class LatestMetric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}"
+
+    @property
+    def number(self) -> float:
+        """The logged value, NaN included (stored as 0 with `is_nan`)."""
+        return math.nan if self.is_nan else self.value
 
 
 class RunInput(models.Model):

@@ -96,7 +96,7 @@ def prefetch_columns(qs: QuerySet[Run], columns: list[Column]) -> QuerySet[Run]:
 
 
 def cell_values(run: Run, columns: list[Column]) -> list[str]:
-    metrics = {m.key: format_number(float("nan") if m.is_nan else m.value) for m in run.m}  # type: ignore[attr-defined]
+    metrics = {m.key: format_number(m.number) for m in run.m}  # type: ignore[attr-defined]
     params = {p.key: p.value for p in run.p}  # type: ignore[attr-defined]
     tags = {t.key: t.value for t in run.t}  # type: ignore[attr-defined]
     source = {"metric": metrics, "param": params, "tag": tags}
@@ -265,7 +265,7 @@ def run_compare(request: HttpRequest, project: Project) -> HttpResponse:
     metric_rows = []
     for key in metric_keys:
         points = [metrics[run.pk].get(key) for run in runs]
-        metric_rows.append({"key": key, "values": [format_number(p.value) if p else None for p in points]})
+        metric_rows.append({"key": key, "values": [format_number(p.number) if p else None for p in points]})
     charts = [
         {"key": key, "series_json": json.dumps([{"label": str(run), "url": series_url(run, key), "index": i}
                                                 for i, run in enumerate(runs) if key in metrics[run.pk]])}
@@ -287,11 +287,7 @@ def run_compare(request: HttpRequest, project: Project) -> HttpResponse:
                     (
                         (_as_number(params[run.pk].get(d["key"])) if d["numeric"] else params[run.pk].get(d["key"]))
                         if d["source"] == "param"
-                        else (
-                            _as_number(metrics[run.pk][d["key"]].value)
-                            if d["key"] in metrics[run.pk] and not metrics[run.pk][d["key"]].is_nan
-                            else None
-                        )
+                        else (_as_number(metrics[run.pk][d["key"]].number) if d["key"] in metrics[run.pk] else None)
                     )
                     for d in dims
                 ],

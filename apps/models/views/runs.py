@@ -59,7 +59,7 @@ def run_detail(request: HttpRequest, project: Project, run: Run) -> HttpResponse
     tags = list(run.tags.order_by("key"))
     metrics = list(run.latest_metrics.order_by("key"))
     for metric in metrics:
-        metric.display = format_number(float("nan") if metric.is_nan else metric.value)  # type: ignore[attr-defined]
+        metric.display = format_number(metric.number)  # type: ignore[attr-defined]
         metric.when = ms_to_datetime(metric.timestamp)  # type: ignore[attr-defined]
     charts = [
         {"key": m.key, "series_json": json.dumps([{"label": m.key, "url": series_url(run, m.key)}])} for m in metrics
