@@ -303,6 +303,10 @@ PORTAL_SERVING_DRAIN_SECONDS = envint("PORTAL_SERVING_DRAIN_SECONDS", PORTAL_SER
 PORTAL_SERVING_RECONCILE_INTERVAL = envint("PORTAL_SERVING_RECONCILE_INTERVAL", 10)
 # Replicas of a serving revision that may die within 10 minutes before it stops replacing them (a crash loop).
 PORTAL_SERVING_MAX_RESTARTS = envint("PORTAL_SERVING_MAX_RESTARTS", 5)
+# A rollout whose replicas are lost with their agent (killed, shut down) is retried this many times, the n-th
+# retry PORTAL_SERVING_LOST_BACKOFF × 2^(n-1) seconds (at most 5 minutes) after the loss; then it fails.
+PORTAL_SERVING_LOST_RETRIES = envint("PORTAL_SERVING_LOST_RETRIES", 5)
+PORTAL_SERVING_LOST_BACKOFF = envint("PORTAL_SERVING_LOST_BACKOFF", 5)
 # On Kubernetes with KServe installed: "RawDeployment" (Deployment + HPA, no Knative) or "Serverless" (Knative).
 PORTAL_SERVING_KSERVE_MODE = envstr("PORTAL_SERVING_KSERVE_MODE", "RawDeployment")
 
