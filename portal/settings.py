@@ -172,7 +172,14 @@ else:
     DATABASES["channels"] = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(VAR_DIR / "channels.sqlite3"),
-        "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "timeout": 20},
+        # IMMEDIATE, as for the default database: a deferred transaction that reads, then writes (the layer's
+        # group_add is a get_or_create) fails at once with "database is locked" when another process wrote
+        # meanwhile (WAL's stale snapshot is not waited for); a websocket's handshake then answered 500 under load.
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
         "TEST": {"NAME": str(VAR_DIR / "test-channels.sqlite3")},
     }
     CHANNEL_LAYERS = {
