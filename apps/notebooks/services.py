@@ -33,7 +33,7 @@ from apps.projects.permissions import CHANGE, CONTRIBUTE, has_project_perm
 from apps.projects.services import UNCHANGED, validate_idle_timeout
 from apps.runtime.base import get_runtime
 from apps.runtime.local.launch import free_port
-from apps.runtime.workload import Phase, Status, parse_memory
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, parse_memory
 
 logger = logging.getLogger(__name__)
 
@@ -342,11 +342,11 @@ def record_end(pk: int, handle: str, phase: Phase, status: Status | None = None)
     if nb is None or nb.status in (State.STOPPED, State.FAILED):
         return
     code = status.exit_code if status is not None else None
-    if nb.status == State.STOPPING:
+    why = (status.reason if status is not None else "") or phase.value
+    if nb.status == State.STOPPING or (phase == Phase.CANCELLED and why != AGENT_SHUT_DOWN):
         new, reason = State.STOPPED, nb.reason
-    elif phase in (Phase.LOST, Phase.CANCELLED):
-        # The portal cancels only servers it made STOPPING (above): this one's agent died or shut down under it.
-        restart_lost(nb, (status.reason if status is not None else "") or phase.value)
+    elif phase == Phase.LOST or phase == Phase.CANCELLED:  # its agent died, or shut down under it
+        restart_lost(nb, why)
         return
     elif phase == Phase.SUCCEEDED:
         new, reason = State.STOPPED, _("the server was shut down from inside (exit code 0)")

@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.notebooks import culler, services, workspace
 from apps.notebooks.models import Notebook
 from apps.runtime.models import LocalWorkload
-from apps.runtime.workload import Phase, Status
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status
 from tests.factories import UserFactory
 from tests.notebooks.factories import heartbeat_agent, notebook
 
@@ -208,11 +208,17 @@ def test_the_repair_pass_fails_servers_that_never_answer_and_restarts_lost_ones(
 def test_a_server_stopped_by_its_agent_shutting_down_is_restarted(world):
     heartbeat_agent()
     nb = services.start_notebook(notebook(world.project_a, world.bob))
-    services.record_end(nb.pk, nb.handle, Phase.CANCELLED, Status(Phase.CANCELLED, reason="cancelled"))
+    shut_down = Status(Phase.CANCELLED, reason=AGENT_SHUT_DOWN)  # what the agent records when SIGTERM stops it
+    services.record_end(nb.pk, nb.handle, Phase.CANCELLED, shut_down)
 
     restarted = Notebook.objects.get(pk=nb.pk)
     assert (restarted.status, restarted.session) == (Notebook.Status.STARTING, nb.session + 1)
-    assert "lost with its agent (cancelled)" in restarted.reason
+    assert "lost with its agent (the agent shut down)" in restarted.reason
+
+    other = services.start_notebook(notebook(world.project_a, world.bob, name="other"))
+    services.record_end(other.pk, other.handle, Phase.CANCELLED, Status(Phase.CANCELLED, reason="cancelled"))
+    other.refresh_from_db()
+    assert other.status == Notebook.Status.STOPPED  # cancelled by someone, not by its agent's shutdown
 
 
 def test_a_lost_server_that_cannot_start_again_says_why(world):

@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from apps.runtime.models import LocalWorkload
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services import create_service, deploy, rollout
 from tests.factories import ProjectFactory, UserFactory
@@ -218,3 +219,46 @@ def test_a_rollout_no_agent_ever_started_waits_for_one_instead_of_failing(world,
     assert r1.status == Revision.Status.ROLLING_OUT
     assert service.status == InferenceService.Status.DEPLOYING
     assert "waiting for an agent to start its replicas" in service.reason
+
+
+def test_a_serving_replica_stopped_by_its_agents_shutdown_comes_back_with_the_next_agent(agents):
+    """SIGTERM: the agent cancels what it runs as it stops (saying so), and the service starts it again."""
+    alice = UserFactory(username="alice")
+    project = ProjectFactory(owner=alice, slug="project-a", name="Project A")
+    v1 = register(project, alice, iris_bytes())
+    service = create_service(
+        project, alice, name="iris", registered_model=v1.registered_model, model_version=1, cpu="0.5", memory="256Mi"
+    )
+    first = agents()
+    r1 = deploy(service, alice)
+    service = drive(service, lambda s: s.status == InferenceService.Status.READY)
+    [replica] = ready_replicas(r1)
+
+    first.stop()  # SIGTERM, waited for
+
+    replica.refresh_from_db()
+    assert (replica.status, replica.reason) == (Replica.Status.LOST, "lost with its agent: the agent shut down")
+    agents()
+    service = drive(service, lambda s: s.status == InferenceService.Status.READY and ready_replicas(r1))
+    [again] = ready_replicas(r1)
+    assert again.pk != replica.pk
+    status, body = post_json(f"{again.upstream}/v2/models/iris/infer", infer_body())
+    assert (status, predictions(body)) == (200, IRIS_CLASSES)
+
+
+def test_only_a_cancel_nobody_asked_for_counts_as_lost(world):
+    heartbeat_agent()
+    v1 = register(world.project_a, world.alice, iris_bytes())
+    service = create_service(world.project_a, world.alice, name="iris", registered_model=v1.registered_model,
+                             model_version=1, cpu="0.5", memory="256Mi")  # fmt: skip
+    r1 = deploy(service, world.alice)
+    [replica] = r1.replicas.all()
+
+    rollout.record_end(replica.pk, replica.handle, Status(Phase.CANCELLED, reason="cancelled"), then_advance=False)
+    replica.refresh_from_db()
+    assert replica.status == Replica.Status.STOPPED
+    Replica.objects.filter(pk=replica.pk).update(status=Replica.Status.STARTING)
+
+    rollout.record_end(replica.pk, replica.handle, Status(Phase.CANCELLED, reason=AGENT_SHUT_DOWN), then_advance=False)
+    replica.refresh_from_db()
+    assert (replica.status, replica.reason) == (Replica.Status.LOST, "lost with its agent: the agent shut down")

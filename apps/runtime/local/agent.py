@@ -33,7 +33,7 @@ from apps.runtime.local.launch import ReplicaSpec, plan
 from apps.runtime.local.notifier import End, Notice, Notifier, replace_broken_connection
 from apps.runtime.local.processes import ExitWaiter, detect_capacity, kill_tree, tree_usage
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff, progress_marker
-from apps.runtime.workload import Phase, Status, Workload
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, Workload
 
 log = logging.getLogger("portal.agent")
 
@@ -128,7 +128,9 @@ class Supervisor:
         prime_at, primed = time.monotonic() + PRIME_SECONDS, False
         while any(proc.poll() is None for _s, proc in procs):
             if self.item.cancel.is_set():
-                state, reason = LocalWorkload.State.CANCELLED, "cancelled"
+                # Said apart from a cancel someone asked for: what ran here was the user's to keep running.
+                reason = AGENT_SHUT_DOWN if self.agent.stopping.is_set() else "cancelled"
+                state = LocalWorkload.State.CANCELLED
                 break
             if deadline is not None and time.monotonic() > deadline:
                 state, reason = LocalWorkload.State.FAILED, f"timeout: still running after {workload.timeout} s"

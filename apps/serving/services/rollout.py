@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.runtime.base import get_runtime
-from apps.runtime.workload import Phase, Status
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.replicas import LIVE, cancel_due, probe_ready, start_replicas, stop_replicas
 from apps.serving.services.events import publish_service, state_of
@@ -64,16 +64,19 @@ def describe_end(status: Status | None, log_tail: str) -> str:
 
 
 def record_end(replica_id: int, handle: str, status: Status | None, *, then_advance: bool = True) -> bool:
-    """The workload `handle` of replica `replica_id` ended: STOPPED when it was asked to (or cancelled), else FAILED
-    with the reason. A late event of an earlier workload never touches a replica that moved on. `then_advance`:
-    the service's state machine runs next (callers in the middle of a change of their own pass False)."""
+    """The workload `handle` of replica `replica_id` ended: STOPPED when it was asked to (or someone cancelled it),
+    LOST when its agent died or shut down under it, else FAILED with the reason. A late event of an earlier workload
+    never touches a replica that moved on. `then_advance`: the service's state machine runs next (callers in the
+    middle of a change of their own pass False)."""
     replica = Replica.objects.filter(pk=replica_id, handle=handle).select_related("revision").first()
-    if replica is None or replica.status in (Replica.Status.STOPPED, Replica.Status.FAILED):
+    if replica is None or replica.status in (Replica.Status.STOPPED, Replica.Status.FAILED, Replica.Status.LOST):
         return False
-    if replica.status == Replica.Status.STOPPING:
+    lost = status is not None and lost_with_agent(status)
+    if replica.status == Replica.Status.STOPPING or (
+        status is not None and status.phase == Phase.CANCELLED and not lost
+    ):
         new, reason = Replica.Status.STOPPED, replica.reason
-    elif status is not None and status.phase in (Phase.LOST, Phase.CANCELLED):
-        # The portal cancels only replicas it made STOPPING (above): this one's agent died or shut down under it.
+    elif lost:
         new, reason = Replica.Status.LOST, _("lost with its agent: %(why)s") % {"why": status.reason or status.phase}
     else:
         new, reason = Replica.Status.FAILED, describe_end(status, replica.log_tail)
@@ -83,6 +86,12 @@ def record_end(replica_id: int, handle: str, status: Status | None, *, then_adva
     if changed and then_advance:
         advance(replica.revision.service_id, changed=True)
     return bool(changed)
+
+
+def lost_with_agent(status: Status) -> bool:
+    """The workload ended because its agent died (LOST) or stopped (cancelled by the agent's own shutdown), not
+    because of what it ran nor because anyone asked."""
+    return status.phase == Phase.LOST or (status.phase == Phase.CANCELLED and status.reason == AGENT_SHUT_DOWN)
 
 
 def mark_ready(replica_id: int) -> bool:
