@@ -121,6 +121,14 @@ def test_bytes_tensors_round_trip(string_server, binary):
     assert result.as_numpy("predict").tolist() == ([b"cold", b"warm"] if binary else ["cold", "warm"])
 
 
+def test_a_compressed_body_is_refused_saying_so(iris_server):
+    client = client_for(iris_server)
+    with pytest.raises(InferenceServerException, match="compressed request bodies are not taken") as exc:
+        client.infer("iris", iris_inputs(True), request_compression_algorithm="gzip")
+    assert exc.value.status() == "415"
+    assert client.is_server_ready()
+
+
 def test_server_metadata_names_the_binary_extension(iris_server):
     metadata = client_for(iris_server).get_server_metadata()
     assert "binary_tensor_data" in metadata["extensions"]

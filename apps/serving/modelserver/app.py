@@ -52,6 +52,10 @@ class _Disconnected(Exception):
     pass
 
 
+class _Encoded(Exception):
+    """A compressed request body (Content-Encoding), which the server does not take."""
+
+
 @dataclass
 class ServedModel:
     """One model in this process: its predictor, batcher, counters and its precomputed metadata."""
@@ -146,6 +150,9 @@ class ModelServer:
         except BadRequest as exc:
             status, payload = 400, encode_error(str(exc))
             metrics.errors["bad_input"] += 1
+        except _Encoded as exc:
+            status, payload = 415, encode_error(f"compressed request bodies are not taken (Content-Encoding: {exc})")
+            metrics.errors["bad_input"] += 1
         except _BodyTooLarge:
             status, payload = 413, encode_error(f"the body is larger than {self.max_body_bytes} bytes")
             metrics.errors["bad_input"] += 1
@@ -192,15 +199,19 @@ class ModelServer:
 
 
 def _header_length(scope: dict[str, Any]) -> int | None:
-    """The Inference-Header-Content-Length header: the size of the JSON before binary tensor data."""
+    """The Inference-Header-Content-Length header: the size of the JSON before binary tensor data. Raises
+    _Encoded for a compressed body (tritonclient's request_compression_algorithm)."""
+    found = None
     for name, value in scope["headers"]:
+        if name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
+            raise _Encoded(value.decode("latin-1"))
         if name == HEADER_LENGTH:
             if not value.strip().isdigit():
                 raise BadRequest(
                     f"Inference-Header-Content-Length must be a byte count, not {value.decode('latin-1')!r}"
                 )
-            return int(value)
-    return None
+            found = int(value)
+    return found
 
 
 async def _respond(
