@@ -42,6 +42,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from _serving_images import bench_images, report_images
 from _serving_portal import running_portal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -331,6 +332,10 @@ def main() -> None:
     parser.add_argument("--mlserver-batching", action="store_true", help="turn on MLServer's adaptive batching")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server and wrk to separate cores")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--images", type=int, default=8, help="224×224×3 images per request for the JSON vs binary run (0: skip)"
+    )
+    parser.add_argument("--image-callers", type=int, default=4, help="concurrent tritonclient callers for --images")
     args = parser.parse_args()
     args.rows = [int(n) for n in args.rows.split(",")]
     if not shutil.which("wrk"):
@@ -358,8 +363,19 @@ def main() -> None:
             else:
                 results[name] = bench(available[name], data, args, work)
             print(f"{name}: {json.dumps(results[name])}", flush=True)
+        if args.images and "direct" in wanted:
+            server_pin, wrk_pin = cpu_sets(args)
+            client_cpus = {int(wrk_pin[-1])} if wrk_pin else None
+            results["images"] = bench_images(
+                PYTHON, ROOT, work, args.images, args.image_callers, args.duration, server_pin, client_cpus
+            )
+            print(f"images: {json.dumps(results['images'])}", flush=True)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
+        images = results.pop("images", None)
         report(results, args)
+        if images:
+            report_images(images, args.images, args.image_callers)
+            results["images"] = images
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
     finally:

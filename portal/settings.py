@@ -181,7 +181,14 @@ else:
     DATABASES["channels"] = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(VAR_DIR / "channels.sqlite3"),
-        "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "timeout": 20},
+        # IMMEDIATE, as for the default database: a deferred transaction that reads, then writes (the layer's
+        # group_add is a get_or_create) fails at once with "database is locked" when another process wrote
+        # meanwhile (WAL's stale snapshot is not waited for); a websocket's handshake then answered 500 under load.
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
         "TEST": {"NAME": str(VAR_DIR / "test-channels.sqlite3")},
     }
     CHANNEL_LAYERS = {
@@ -312,6 +319,10 @@ PORTAL_SERVING_DRAIN_SECONDS = envint("PORTAL_SERVING_DRAIN_SECONDS", PORTAL_SER
 PORTAL_SERVING_RECONCILE_INTERVAL = envint("PORTAL_SERVING_RECONCILE_INTERVAL", 10)
 # Replicas of a serving revision that may die within 10 minutes before it stops replacing them (a crash loop).
 PORTAL_SERVING_MAX_RESTARTS = envint("PORTAL_SERVING_MAX_RESTARTS", 5)
+# A rollout whose replicas are lost with their agent (killed, shut down) is retried this many times, the n-th
+# retry PORTAL_SERVING_LOST_BACKOFF × 2^(n-1) seconds (at most 5 minutes) after the loss; then it fails.
+PORTAL_SERVING_LOST_RETRIES = envint("PORTAL_SERVING_LOST_RETRIES", 5)
+PORTAL_SERVING_LOST_BACKOFF = envint("PORTAL_SERVING_LOST_BACKOFF", 5)
 # On Kubernetes with KServe installed: "RawDeployment" (Deployment + HPA, no Knative) or "Serverless" (Knative).
 PORTAL_SERVING_KSERVE_MODE = envstr("PORTAL_SERVING_KSERVE_MODE", "RawDeployment")
 

@@ -28,6 +28,7 @@ from apps.accounts.services import notify
 from apps.notebooks import services
 from apps.notebooks.models import Notebook
 from apps.runtime.base import get_runtime
+from apps.runtime.workload import Phase
 
 logger = logging.getLogger(__name__)
 
@@ -191,8 +192,21 @@ def reconcile_notebooks(now: datetime | None = None) -> int:
 
 def _fail_start(nb: Notebook, runtime) -> None:
     """A server that never answered: stop it and say so (its log tail stays for the page)."""
+    never_ran = runtime.poll(nb.handle).phase == Phase.PENDING
     runtime.cancel(nb.handle)
-    reason = _("the server did not answer within %(n)d seconds") % {"n": settings.PORTAL_NOTEBOOK_START_TIMEOUT}
+    seconds = {"n": settings.PORTAL_NOTEBOOK_START_TIMEOUT}
+    if never_ran and nb.runtime == "local":  # no process at all: the infrastructure's fault, not the server's
+        reason = (
+            _(
+                "no agent started the server within %(n)d seconds (is an agent running? `manage.py runagent`); "
+                "start it again once one runs"
+            )
+            % seconds
+        )
+    elif never_ran:
+        reason = _("the cluster did not start the server within %(n)d seconds") % seconds
+    else:
+        reason = _("the server did not answer within %(n)d seconds") % seconds
     line = services.meaningful_line(nb.log_tail)
     Notebook.objects.filter(pk=nb.pk, handle=nb.handle, status=Notebook.Status.STARTING).update(
         status=Notebook.Status.FAILED,

@@ -33,7 +33,7 @@ from apps.projects.permissions import CHANGE, CONTRIBUTE, has_project_perm
 from apps.projects.services import UNCHANGED, validate_idle_timeout
 from apps.runtime.base import get_runtime
 from apps.runtime.local.launch import free_port
-from apps.runtime.workload import Phase, Status, parse_memory
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, parse_memory
 
 logger = logging.getLogger(__name__)
 
@@ -336,13 +336,18 @@ def meaningful_line(log_tail: str) -> str:
 
 
 def record_end(pk: int, handle: str, phase: Phase, status: Status | None = None) -> None:
-    """The server `handle` of notebook `pk` ended: stopped when asked (or shut down from inside), else failed."""
+    """The server `handle` of notebook `pk` ended: stopped when asked (or shut down from inside); started again when
+    its agent died or shut down under it (see `restart_lost`); else failed."""
     nb = Notebook.objects.filter(pk=pk, handle=handle).first()
     if nb is None or nb.status in (State.STOPPED, State.FAILED):
         return
     code = status.exit_code if status is not None else None
-    if nb.status == State.STOPPING or phase == Phase.CANCELLED:
+    why = (status.reason if status is not None else "") or phase.value
+    if nb.status == State.STOPPING or (phase == Phase.CANCELLED and why != AGENT_SHUT_DOWN):
         new, reason = State.STOPPED, nb.reason
+    elif phase == Phase.LOST or phase == Phase.CANCELLED:  # its agent died, or shut down under it
+        restart_lost(nb, why)
+        return
     elif phase == Phase.SUCCEEDED:
         new, reason = State.STOPPED, _("the server was shut down from inside (exit code 0)")
     else:
@@ -358,6 +363,33 @@ def record_end(pk: int, handle: str, phase: Phase, status: Status | None = None)
         revoke_api_token(nb)
         nb.refresh_from_db()
         publish_status(nb)
+
+
+def restart_lost(nb: Notebook, why: str) -> Notebook:
+    """A server lost with its agent (an infrastructure event, not the notebook's doing): the user wanted it running,
+    so a new server starts on the same files (it waits for an agent if none runs now: the start timeout then says
+    so). When it cannot start (quota, capacity, the IDE gone), the notebook fails saying why."""
+    lost = _("its server was lost with its agent (%(why)s)") % {"why": why}
+    changed = Notebook.objects.filter(pk=nb.pk, handle=nb.handle, status=nb.status).update(
+        status=State.STOPPED, reason=lost[:2000], stopped_at=timezone.now(), upstream="", token=None
+    )
+    if not changed:
+        return nb  # another event or a user moved it meanwhile
+    revoke_api_token(nb)
+    nb.refresh_from_db()
+    try:
+        nb = start_notebook(nb)
+    except ValidationError as exc:
+        reason = _("%(lost)s; not restarted: %(why)s") % {"lost": lost, "why": " ".join(exc.messages)}
+        Notebook.objects.filter(pk=nb.pk, status=State.STOPPED).update(status=State.FAILED, reason=reason[:2000])
+        nb.refresh_from_db()
+        publish_status(nb)
+        return nb
+    nb.reason = (_("Restarted: %(lost)s") % {"lost": lost})[:2000]
+    Notebook.objects.filter(pk=nb.pk, handle=nb.handle).update(reason=nb.reason)
+    publish_status(nb)
+    logger.info("notebook %s: %s", nb.pk, nb.reason)
+    return nb
 
 
 def server_started(pk: int, handle: str) -> None:

@@ -91,6 +91,11 @@ class Resources:
         return asdict(self)
 
 
+# The reason of a workload its agent cancelled because the agent itself was stopping (SIGTERM), not because anyone
+# asked: the work is lost with its agent, and a service or a notebook that wanted it running starts it again.
+AGENT_SHUT_DOWN = "the agent shut down"
+
+
 class Phase(StrEnum):
     PENDING = "pending"
     RUNNING = "running"

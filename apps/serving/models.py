@@ -207,7 +207,8 @@ class Replica(models.Model):
         READY = "ready", _("Ready")
         STOPPING = "stopping", _("Stopping")
         STOPPED = "stopped", _("Stopped")
-        FAILED = "failed", _("Failed")
+        FAILED = "failed", _("Failed")  # ended on its own: a crash, a bad model (counts against the revision)
+        LOST = "lost", _("Lost")  # its agent died or shut down under it: not the model's doing (it is retried)
 
     revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="replicas")
     index = models.PositiveIntegerField()

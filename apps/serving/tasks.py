@@ -33,7 +33,7 @@ def await_ready(replica_id: int) -> None:
         if replicas.probe_ready(replica.upstream):
             rollout.mark_ready(replica_id)
             return
-        if (timezone.now() - replica.revision.created_at).total_seconds() > settings.PORTAL_SERVING_READY_TIMEOUT:
+        if (timezone.now() - replica.started_at).total_seconds() > settings.PORTAL_SERVING_READY_TIMEOUT:
             rollout.advance(replica.revision.service_id)  # rolls the revision back, saying why
             return
         time.sleep(POLL_SECONDS)

@@ -58,7 +58,9 @@
           ids.forEach(function (id) {
             const fresh = template.content.getElementById(id);
             const old = document.getElementById(id);
-            if (!fresh || !old) return;
+            // Swapped meanwhile (two refreshes of one part crossed) for a version that is not live any more: that
+            // one is final and may already hold what the user typed (the test console, once a rollout settled).
+            if (!fresh || !old || !old.dataset.live) return;
             const settledNow = old.dataset.liveSettled === "0" && fresh.dataset.liveSettled === "1";
             old.replaceWith(fresh);
             if (window.htmx) window.htmx.process(fresh);

@@ -35,10 +35,11 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(settings.BASE_DIR) / "test-results" / "e2e"
+EXPECT_SECONDS = 30
 logger = logging.getLogger(__name__)
 
 try:
-    from playwright.sync_api import Page, sync_playwright
+    from playwright.sync_api import Page, expect, sync_playwright
 except ImportError:  # pragma: no cover - the skip below says what to install
     sync_playwright = None
 
@@ -183,7 +184,16 @@ class Browsing:
     name: str
 
     def goto(self, path: str) -> None:
-        self.page.goto(self.base_url + path)
+        self.page.goto(self.base_url + path)  # returns once the page's load event fired: its scripts have run
+
+    def wait_for_scripts(self) -> None:
+        """Until the current document's scripts have all run (its load event: the deferred /jsi18n/ catalogue,
+        portal.js's handlers such as the switcher's auto-submit, the page's own). Call it once the new page is
+        known to be there (something only it has: an attribute, a URL, a text) before calling a page's functions
+        or using a control its scripts drive: on a loaded machine those scripts arrive well after the HTML.
+        Waits for the page's own state, never for a time."""
+        self.page.wait_for_load_state("load")
+        self.page.wait_for_function("document.readyState === 'complete'")
 
     def screenshot(self, step: str) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -218,6 +228,10 @@ def browsing(request, live_asgi, monkeypatch) -> Iterator[Browsing]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1500, "height": 950})
         context.set_default_timeout(15_000)
+        # How long `expect` waits for the page to get where a test says it will (Playwright's default: 5 s). What
+        # it waits for is the page's own state, never a time; 5 s was too short on a loaded machine (a backlog of
+        # 3,000 log lines, a page's scripts still loading beside another test run).
+        expect.set_options(timeout=EXPECT_SECONDS * 1000)
         page = context.new_page()
         page.on("console", lambda message: message.type == "error" and watch.console_errors.append(message.text))
         page.on("pageerror", lambda error: watch.page_errors.append(str(error)))

@@ -143,6 +143,7 @@ def test_a_newcomers_journey(browsing, live_agent, live_workers, tmp_path):
         page.get_by_label("Message").fill("The 150 rows")
         page.get_by_role("button", name="Upload and commit").click()
         expect(page).to_have_url(re.compile(r"/p/iris-lab/dataset-versions/\d+/$"))
+        b.wait_for_scripts()  # htmx loads the preview into the page; until it runs, the link opens a page of its own
         page.get_by_role("link", name=re.compile("^iris.csv")).click()
         expect(page.locator("#preview")).to_contain_text("setosa")  # the first rows
         expect(page.get_by_text("Statistics are being computed.")).to_be_hidden()
@@ -282,7 +283,7 @@ def test_a_newcomers_journey(browsing, live_agent, live_workers, tmp_path):
         tab("Runs").click()
         page.get_by_role("link", name="iris #1").click()
         expect(page).to_have_url(re.compile(rf"/p/iris-lab/runs/{run.pk}/$"))
-        page.wait_for_load_state()  # the switcher submits on change once the page's scripts run
+        b.wait_for_scripts()  # the switcher submits on change once the page's scripts run
         page.locator("[data-language-switcher]").get_by_label("Language").select_option("zh-hans")  # submits
         expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
         expect(page).to_have_url(re.compile(rf"/p/iris-lab/runs/{run.pk}/$"))  # back on the same page

@@ -28,12 +28,14 @@ def test_a_user_switches_and_the_page_scripts_speak_chinese(browsing):
     UserFactory(username="mei")
     browsing.log_in("mei", PASSWORD)
     page = browsing.page
+    browsing.wait_for_scripts()
     assert page.evaluate("gettext('Running')") == "Running"
 
     page.locator("[data-language-switcher]").get_by_label("Language").select_option("zh-hans")
 
     expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
     expect(page.get_by_role("link", name="通知")).to_be_visible()  # "Notifications", in the navbar
+    browsing.wait_for_scripts()  # the new page's catalogue (/jsi18n/, a deferred script) may still be loading
     assert page.evaluate("gettext('Running')") == "运行中"
     browsing.goto("/accounts/profile/")
     expect(page.get_by_label("语言", exact=True).first).to_have_value("zh-hans")  # the saved choice

@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.notebooks import culler, services, workspace
 from apps.notebooks.models import Notebook
 from apps.runtime.models import LocalWorkload
-from apps.runtime.workload import Phase, Status
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status
 from tests.factories import UserFactory
 from tests.notebooks.factories import heartbeat_agent, notebook
 
@@ -174,22 +174,66 @@ def test_a_server_shut_down_from_inside_is_stopped_not_failed(world):
     assert "shut down from inside" in nb.reason
 
 
-def test_the_repair_pass_fails_servers_that_never_answer_and_records_lost_ones(world, settings):
+def test_the_repair_pass_fails_servers_that_never_answer_and_restarts_lost_ones(world, settings):
     settings.PORTAL_NOTEBOOK_START_TIMEOUT = 60
     heartbeat_agent()
-    slow = services.start_notebook(notebook(world.project_a, world.bob, name="slow"))
+    silent = services.start_notebook(notebook(world.project_a, world.bob, name="silent"))
+    LocalWorkload.objects.filter(uid=silent.handle).update(state="running")  # a process that never answers
+    unclaimed = services.start_notebook(notebook(world.project_a, world.bob, name="unclaimed"))
     lost = services.start_notebook(notebook(world.project_a, world.bob, name="lost"))
     LocalWorkload.objects.filter(uid=lost.handle).update(state="lost", reason="agent lost")
 
     assert culler.reconcile_notebooks(now=timezone.now()) == 1
-    lost.refresh_from_db()
-    assert (lost.status, lost.reason) == (Notebook.Status.FAILED, "agent lost")
+    restarted = Notebook.objects.get(pk=lost.pk)
+    assert restarted.status == Notebook.Status.STARTING
+    assert restarted.handle != lost.handle
+    assert restarted.session == lost.session + 1
+    assert restarted.reason == "Restarted: its server was lost with its agent (agent lost)"
+    assert LocalWorkload.objects.get(uid=restarted.handle).state == "pending"
+    lost.api_token.refresh_from_db()
+    assert lost.api_token.revoked_at is not None  # the lost server's token; the new server has its own
+    assert restarted.api_token_id != lost.api_token_id
 
     culler.reconcile_notebooks(now=timezone.now() + timedelta(seconds=61))
-    slow.refresh_from_db()
-    assert slow.status == Notebook.Status.FAILED
-    assert slow.reason == "the server did not answer within 60 seconds"
-    assert LocalWorkload.objects.get(uid=slow.handle).state == "cancelled"
+    silent.refresh_from_db()
+    assert silent.status == Notebook.Status.FAILED
+    assert silent.reason == "the server did not answer within 60 seconds"
+    assert LocalWorkload.objects.get(uid=silent.handle).cancel_requested
+    unclaimed.refresh_from_db()
+    assert unclaimed.status == Notebook.Status.FAILED
+    assert unclaimed.reason.startswith("no agent started the server within 60 seconds (is an agent running?")
+    assert LocalWorkload.objects.get(uid=unclaimed.handle).state == "cancelled"
+
+
+def test_a_server_stopped_by_its_agent_shutting_down_is_restarted(world):
+    heartbeat_agent()
+    nb = services.start_notebook(notebook(world.project_a, world.bob))
+    shut_down = Status(Phase.CANCELLED, reason=AGENT_SHUT_DOWN)  # what the agent records when SIGTERM stops it
+    services.record_end(nb.pk, nb.handle, Phase.CANCELLED, shut_down)
+
+    restarted = Notebook.objects.get(pk=nb.pk)
+    assert (restarted.status, restarted.session) == (Notebook.Status.STARTING, nb.session + 1)
+    assert "lost with its agent (the agent shut down)" in restarted.reason
+
+    other = services.start_notebook(notebook(world.project_a, world.bob, name="other"))
+    services.record_end(other.pk, other.handle, Phase.CANCELLED, Status(Phase.CANCELLED, reason="cancelled"))
+    other.refresh_from_db()
+    assert other.status == Notebook.Status.STOPPED  # cancelled by someone, not by its agent's shutdown
+
+
+def test_a_lost_server_that_cannot_start_again_says_why(world):
+    heartbeat_agent()
+    nb = services.start_notebook(notebook(world.project_a, world.bob, cpu=2))
+    quota = world.project_a.quota
+    quota.cpu_cores = 1  # lowered while it ran
+    quota.save()
+
+    services.record_end(nb.pk, nb.handle, Phase.LOST, Status(Phase.LOST, reason="agent lost"))
+
+    nb.refresh_from_db()
+    assert nb.status == Notebook.Status.FAILED
+    assert nb.reason.startswith("its server was lost with its agent (agent lost); not restarted: ")
+    assert "quota" in nb.reason
 
 
 def test_a_running_server_that_does_not_answer_is_not_culled(world):

@@ -33,7 +33,7 @@ from apps.runtime.local.launch import ReplicaSpec, plan
 from apps.runtime.local.notifier import End, Notice, Notifier, replace_broken_connection
 from apps.runtime.local.processes import ExitWaiter, TreeSampler, detect_capacity, kill_tree
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff, progress_marker
-from apps.runtime.workload import Phase, Status, Workload
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, Workload
 
 log = logging.getLogger("portal.agent")
 
@@ -158,7 +158,9 @@ class Supervisor:
         over: tuple[ReplicaSpec, int] | None = None
         while any(exits.poll(proc) is None for _s, proc in procs):
             if self.item.cancel.is_set():
-                ending.state, ending.reason = LocalWorkload.State.CANCELLED, "cancelled"
+                # Said apart from a cancel someone asked for: what ran here was the user's to keep running.
+                ending.state = LocalWorkload.State.CANCELLED
+                ending.reason = AGENT_SHUT_DOWN if self.agent.stopping.is_set() else "cancelled"
                 break
             if deadline is not None and time.monotonic() > deadline:
                 ending.state = LocalWorkload.State.FAILED

@@ -5,7 +5,7 @@ docs/serving-modelserver.md has the numbers).
     GET  /v2/health/live, /v2/health/ready, /v2          server liveness, readiness, metadata
     GET  /v2/models/{m}[/versions/{v}]                   model metadata (inputs/outputs from the model)
     GET  /v2/models/{m}[/versions/{v}]/ready             model readiness
-    POST /v2/models/{m}[/versions/{v}]/infer             inference
+    POST /v2/models/{m}[/versions/{v}]/infer             inference (JSON, or binary tensors after a JSON header)
     GET  /metrics                                        Prometheus text (metrics.py)
 
 Errors answer {"error": "..."}: 400 for a request the model cannot take, 404 for an unknown model or
@@ -38,6 +38,9 @@ SERVER_NAME = "portal-modelserver"
 SERVER_VERSION = "1.0"
 CONFIG_ENV = "MODELSERVER_CONFIG"  # how --workers N hands the options to its worker processes
 JSON = b"application/json"
+OCTETS = b"application/octet-stream"  # a JSON header, then binary tensor data
+HEADER_LENGTH = b"inference-header-content-length"
+EXTENSIONS = ["binary_tensor_data"]
 logger = logging.getLogger("modelserver")
 
 
@@ -47,6 +50,10 @@ class _BodyTooLarge(Exception):
 
 class _Disconnected(Exception):
     pass
+
+
+class _Encoded(Exception):
+    """A compressed request body (Content-Encoding), which the server does not take."""
 
 
 @dataclass
@@ -68,7 +75,7 @@ class ModelServer:
     def __init__(self, models: dict[str, ServedModel], max_body_bytes: int = 64 << 20) -> None:
         self.models = models
         self.max_body_bytes = max_body_bytes
-        self.server_metadata = orjson.dumps({"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": []})
+        self.server_metadata = orjson.dumps({"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": EXTENSIONS})
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -80,7 +87,7 @@ class ModelServer:
         path: str = scope["path"]
         method: str = scope["method"]
         if path.startswith("/v2/models/"):
-            await self._model_route(path[len("/v2/models/") :].split("/"), method, receive, send)
+            await self._model_route(path[len("/v2/models/") :].split("/"), method, scope, receive, send)
             return
         if path in ("/v2/health/live", "/v2/health/ready", "/v2", "/metrics"):
             if method not in ("GET", "HEAD"):
@@ -96,7 +103,7 @@ class ModelServer:
             return
         await _respond(send, 404, encode_error(f"no such endpoint: {path}"))
 
-    async def _model_route(self, parts: list[str], method: str, receive: Any, send: Any) -> None:
+    async def _model_route(self, parts: list[str], method: str, scope: dict[str, Any], receive: Any, send: Any) -> None:
         name, tail = parts[0], parts[1:]
         version = None
         if len(tail) >= 2 and tail[0] == "versions":
@@ -119,24 +126,32 @@ class ModelServer:
             await _respond(send, 405, encode_error(f"{method} is not allowed here (use {wanted})"))
             return
         if action == "infer":
-            await self._infer(model, receive, send)
+            await self._infer(model, scope, receive, send)
         elif action == "ready":
             await _respond(send, 200, orjson.dumps({"name": name, "ready": True}))
         else:
             await _respond(send, 200, model.metadata)
 
-    async def _infer(self, model: ServedModel, receive: Any, send: Any) -> None:
+    async def _infer(self, model: ServedModel, scope: dict[str, Any], receive: Any, send: Any) -> None:
         metrics = model.metrics
         started = time.perf_counter()
         metrics.inflight += 1
         status = 200
+        extra: tuple[tuple[bytes, bytes], ...] = ()
+        content_type = JSON
         try:
             body = await self._read_body(receive)
-            request = decode_request(body, model.predictor)
+            request = decode_request(body, model.predictor, _header_length(scope))
             results = await model.batcher.predict(request.x, request.outputs)
-            payload = encode_response(model.name, model.version, request.id, results)
+            payload, json_size = encode_response(model.name, model.version, request.id, results, request.binary)
+            if json_size is not None:
+                content_type = OCTETS
+                extra = ((HEADER_LENGTH, str(json_size).encode()),)
         except BadRequest as exc:
             status, payload = 400, encode_error(str(exc))
+            metrics.errors["bad_input"] += 1
+        except _Encoded as exc:
+            status, payload = 415, encode_error(f"compressed request bodies are not taken (Content-Encoding: {exc})")
             metrics.errors["bad_input"] += 1
         except _BodyTooLarge:
             status, payload = 413, encode_error(f"the body is larger than {self.max_body_bytes} bytes")
@@ -154,7 +169,7 @@ class ModelServer:
         metrics.inflight -= 1
         metrics.requests[status] += 1
         metrics.request_seconds.observe(time.perf_counter() - started)
-        await _respond(send, status, payload)
+        await _respond(send, status, payload, content_type, *extra)
 
     async def _read_body(self, receive: Any) -> bytes:
         chunks: list[bytes] = []
@@ -183,14 +198,27 @@ class ModelServer:
                 return
 
 
-async def _respond(send: Any, status: int, body: bytes, content_type: bytes = JSON) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())],
-        }
-    )
+def _header_length(scope: dict[str, Any]) -> int | None:
+    """The Inference-Header-Content-Length header: the size of the JSON before binary tensor data. Raises
+    _Encoded for a compressed body (tritonclient's request_compression_algorithm)."""
+    found = None
+    for name, value in scope["headers"]:
+        if name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
+            raise _Encoded(value.decode("latin-1"))
+        if name == HEADER_LENGTH:
+            if not value.strip().isdigit():
+                raise BadRequest(
+                    f"Inference-Header-Content-Length must be a byte count, not {value.decode('latin-1')!r}"
+                )
+            found = int(value)
+    return found
+
+
+async def _respond(
+    send: Any, status: int, body: bytes, content_type: bytes = JSON, *extra: tuple[bytes, bytes]
+) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -1,10 +1,18 @@
-"""The Open Inference Protocol v2 (REST, JSON) on the wire: an inference request decoded into one numpy batch
-the model accepts, and the response encoded back. Every way a request can be wrong is a BadRequest with a
-message naming the problem (the app answers it with 400)."""
+"""The Open Inference Protocol v2 (REST) on the wire: an inference request decoded into one numpy batch the model
+accepts, and the response encoded back. Every way a request can be wrong is a BadRequest with a message naming
+the problem (the app answers it with 400).
+
+Tensors travel as JSON `data`, or raw after the JSON (the binary tensor data extension of Triton and KServe,
+what `tritonclient` sends by default): the `Inference-Header-Content-Length` header gives the JSON's length, an
+input with parameter `binary_data_size` takes that many bytes from what follows, in input order; outputs asked
+for with `binary_data` (or all of them with the request parameter `binary_data_output`) come back the same way.
+Binary data is little-endian, row-major, unpadded; a BYTES element is a 4-byte little-endian length and its
+bytes; BOOL one byte per element."""
 
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +20,8 @@ import numpy as np
 import orjson
 
 from apps.serving.modelserver.predictors import DATATYPES, Predictor, datatype_of
+
+_LENGTH = struct.Struct("<I")  # a BYTES element's length in binary data
 
 
 class BadRequest(Exception):
@@ -25,6 +35,7 @@ class InferenceRequest:
     x: np.ndarray
     outputs: tuple[str, ...]
     id: str | None
+    binary: frozenset[str] = frozenset()  # the outputs to answer as binary data
 
 
 def parse_json(body: bytes) -> Any:
@@ -34,7 +45,17 @@ def parse_json(body: bytes) -> Any:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
 
 
-def decode_request(body: bytes, predictor: Predictor) -> InferenceRequest:
+def decode_request(body: bytes, predictor: Predictor, header_length: int | None = None) -> InferenceRequest:
+    """`header_length`: the Inference-Header-Content-Length header (the JSON's size when binary tensors follow
+    it), None without one."""
+    binary = memoryview(b"")
+    if header_length is not None:
+        if not 0 < header_length <= len(body):
+            raise BadRequest(
+                f"Inference-Header-Content-Length is {header_length}, but the body holds {len(body)} bytes"
+            )
+        binary = memoryview(body)[header_length:]
+        body = body[:header_length]
     payload = parse_json(body)
     if not isinstance(payload, dict):
         raise BadRequest("the body must be a JSON object with an 'inputs' list")
@@ -44,15 +65,34 @@ def decode_request(body: bytes, predictor: Predictor) -> InferenceRequest:
     request_id = payload.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise BadRequest("'id' must be a string")
-    if payload.get("parameters") is not None and not isinstance(payload["parameters"], dict):
+    parameters = payload.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
         raise BadRequest("'parameters' must be an object")
-    tensors = [decode_tensor(tensor, i) for i, tensor in enumerate(inputs)]
+    offset = 0
+    tensors = []
+    for i, tensor in enumerate(inputs):
+        name, array, used = decode_tensor(tensor, i, binary[offset:])
+        tensors.append((name, array))
+        offset += used
+    if offset != len(binary):
+        raise BadRequest(
+            f"the inputs' binary_data_size add up to {offset} bytes, but {len(binary)} follow the JSON header"
+        )
     x = _model_input(tensors, predictor)
-    return InferenceRequest(x, _requested_outputs(payload.get("outputs"), predictor), request_id)
+    names, as_binary = _requested_outputs(payload.get("outputs"), predictor, _flag(parameters, "binary_data_output"))
+    return InferenceRequest(x, names, request_id, as_binary)
 
 
-def decode_tensor(tensor: Any, index: int) -> tuple[str, np.ndarray]:
-    """One request input as (name, array of its declared datatype and shape)."""
+def _flag(parameters: Any, key: str) -> bool:
+    value = parameters.get(key, False) if isinstance(parameters, dict) else False
+    if not isinstance(value, bool):
+        raise BadRequest(f"parameter {key!r} must be true or false")
+    return value
+
+
+def decode_tensor(tensor: Any, index: int, binary: memoryview | None = None) -> tuple[str, np.ndarray, int]:
+    """One request input as (name, array of its declared datatype and shape, bytes it took from `binary`: the
+    raw data after the JSON header, from this input's start)."""
     if not isinstance(tensor, dict):
         raise BadRequest(f"inputs[{index}] must be an object with name, shape, datatype and data")
     name = tensor.get("name")
@@ -64,13 +104,65 @@ def decode_tensor(tensor: Any, index: int) -> tuple[str, np.ndarray]:
     datatype = tensor.get("datatype")
     if datatype not in DATATYPES:
         raise BadRequest(f"input {name!r}: unknown datatype {datatype!r} (one of {', '.join(DATATYPES)})")
+    parameters = tensor.get("parameters")
+    size = parameters.get("binary_data_size") if isinstance(parameters, dict) else None
+    expected = math.prod(shape)
+    if size is not None:
+        if "data" in tensor:
+            raise BadRequest(f"input {name!r}: both 'data' and binary_data_size; send one")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise BadRequest(f"input {name!r}: binary_data_size must be a non-negative integer")
+        if binary is None or len(binary) < size:
+            left = 0 if binary is None else len(binary)
+            raise BadRequest(
+                f"input {name!r}: binary_data_size is {size}, but {left} bytes of binary data are left"
+                + ("" if left else " (binary data needs the Inference-Header-Content-Length header)")
+            )
+        array = _from_binary(name, binary[:size], datatype, expected)
+        return name, array.reshape(shape), size
     if "data" not in tensor:
         raise BadRequest(f"input {name!r}: 'data' is missing")
     array = _convert(name, tensor["data"], datatype)
-    expected = math.prod(shape)
     if array.size != expected:
         raise BadRequest(f"input {name!r}: shape {shape} needs {expected} values, but data holds {array.size}")
-    return name, array.reshape(shape)
+    return name, array.reshape(shape), 0
+
+
+def _from_binary(name: str, raw: memoryview, datatype: str, count: int) -> np.ndarray:
+    """A binary tensor's elements: fixed-size little-endian values, or length-prefixed BYTES elements."""
+    if datatype == "BYTES":
+        values: list[str | bytes] = []
+        offset = 0
+        while offset < len(raw):
+            if offset + 4 > len(raw):
+                raise BadRequest(f"input {name!r}: BYTES data ends inside an element's 4-byte length")
+            (length,) = _LENGTH.unpack_from(raw, offset)
+            offset += 4
+            if offset + length > len(raw):
+                raise BadRequest(f"input {name!r}: a BYTES element of {length} bytes runs past binary_data_size")
+            value = bytes(raw[offset : offset + length])
+            offset += length
+            try:  # text, as a JSON string would have been; other bytes stay bytes
+                values.append(value.decode("utf-8"))
+            except UnicodeDecodeError:
+                values.append(value)
+        if len(values) != count:
+            raise BadRequest(f"input {name!r}: the shape needs {count} values, but the binary data holds {len(values)}")
+        array = np.empty(count, dtype=object)
+        array[:] = values
+        return array
+    dtype = DATATYPES[datatype].newbyteorder("<")
+    if len(raw) != count * dtype.itemsize:
+        raise BadRequest(
+            f"input {name!r}: the shape needs {count} {datatype} values ({count * dtype.itemsize} bytes), "
+            f"but binary_data_size is {len(raw)}"
+        )
+    array = np.frombuffer(raw, dtype=dtype)
+    if datatype == "BOOL" and array.size and (array.view(np.uint8) > 1).any():
+        raise BadRequest(f"input {name!r}: BOOL bytes must be 0 or 1")
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise BadRequest(f"input {name!r}: values must be finite (NaN and infinity are not numbers a model takes)")
+    return array.astype(DATATYPES[datatype], copy=False)
 
 
 def _convert(name: str, data: Any, datatype: str) -> np.ndarray:
@@ -157,9 +249,11 @@ def _columns(tensors: list[tuple[str, np.ndarray]], predictor: Predictor) -> np.
     return np.column_stack([array.reshape(-1) for _, array in tensors])
 
 
-def _requested_outputs(outputs: Any, predictor: Predictor) -> tuple[str, ...]:
+def _requested_outputs(outputs: Any, predictor: Predictor, all_binary: bool) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The outputs to answer, and those of them to answer as binary data (`binary_data` of an output wins over
+    the request's `binary_data_output`)."""
     if outputs is None:
-        return predictor.default_outputs
+        return predictor.default_outputs, frozenset(predictor.default_outputs if all_binary else ())
     if not isinstance(outputs, list) or not all(
         isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs
     ):
@@ -168,7 +262,17 @@ def _requested_outputs(outputs: Any, predictor: Predictor) -> tuple[str, ...]:
     unknown = [n for n in names if n not in predictor.outputs]
     if unknown:
         raise BadRequest(f"unknown output {unknown[0]!r} (the model answers {', '.join(predictor.outputs)})")
-    return names or predictor.default_outputs
+    if not names:
+        return predictor.default_outputs, frozenset(predictor.default_outputs if all_binary else ())
+    binary = set()
+    for output in outputs:
+        parameters = output.get("parameters")
+        if isinstance(parameters, dict) and "binary_data" in parameters:
+            if _flag(parameters, "binary_data"):
+                binary.add(output["name"])
+        elif all_binary:
+            binary.add(output["name"])
+    return names, frozenset(binary)
 
 
 def _shape(shape: tuple[int, ...]) -> str:
@@ -188,12 +292,47 @@ def encode_tensor(name: str, value: np.ndarray) -> dict[str, Any]:
     return {"name": name, "shape": list(value.shape), "datatype": datatype, "data": data}
 
 
-def encode_response(model: str, version: str, request_id: str | None, results: dict[str, np.ndarray]) -> bytes:
+def binary_tensor(name: str, value: np.ndarray) -> tuple[dict[str, Any], bytes]:
+    """An output as binary data: its JSON description (no `data`; `binary_data_size`) and its bytes."""
+    value = np.asarray(value)
+    datatype = datatype_of(value.dtype)
+    if datatype == "BYTES":
+        pieces = []
+        for item in value.reshape(-1).tolist():
+            raw = item if isinstance(item, bytes) else str(item).encode("utf-8")
+            pieces += (_LENGTH.pack(len(raw)), raw)
+        data = b"".join(pieces)
+    else:
+        data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes()
+    description = {"name": name, "shape": list(value.shape), "datatype": datatype}
+    description["parameters"] = {"binary_data_size": len(data)}
+    return description, data
+
+
+def encode_response(
+    model: str,
+    version: str,
+    request_id: str | None,
+    results: dict[str, np.ndarray],
+    binary: frozenset[str] = frozenset(),
+) -> tuple[bytes, int | None]:
+    """The response body, and the length of its JSON header when binary outputs follow it (None: all JSON)."""
     response: dict[str, Any] = {"model_name": model, "model_version": version}
     if request_id is not None:
         response["id"] = request_id
-    response["outputs"] = [encode_tensor(name, value) for name, value in results.items()]
-    return orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
+    tensors, raw = [], []
+    for name, value in results.items():
+        if name in binary:
+            description, data = binary_tensor(name, value)
+            tensors.append(description)
+            raw.append(data)
+        else:
+            tensors.append(encode_tensor(name, value))
+    response["outputs"] = tensors
+    header = orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not raw:
+        return header, None
+    return b"".join([header, *raw]), len(header)
 
 
 def encode_error(message: str) -> bytes:

@@ -5,6 +5,12 @@ keep a serving revision's replica count at what the autoscaler wants (replacing 
 the service is. Every event (a replica ready or ended, a deploy, a scale decision) and the periodic reconcile call
 it; calling it twice changes nothing more. It runs under a lock of the service's row, so the agent's listener, the
 workers and the pages never interleave on one service.
+
+A replica lost with its agent (the agent was killed or shut down under it) is an infrastructure event, not a
+verdict on the model: it is recorded LOST, and a rollout starts it again, with backoff, up to
+PORTAL_SERVING_LOST_RETRIES times, its readiness deadline counted from the retry; a serving revision replaces it
+without counting it towards a crash loop. FAILED stays for replicas that end on their own (a crash, a model that
+cannot load, a readiness timeout), and fails the rollout with their own reason.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -21,7 +27,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.runtime.base import get_runtime
-from apps.runtime.workload import Phase, Status
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.replicas import LIVE, cancel_due, probe_ready, start_replicas, stop_replicas
 from apps.serving.services.events import publish_service, state_of
@@ -58,14 +64,20 @@ def describe_end(status: Status | None, log_tail: str) -> str:
 
 
 def record_end(replica_id: int, handle: str, status: Status | None, *, then_advance: bool = True) -> bool:
-    """The workload `handle` of replica `replica_id` ended: STOPPED when it was asked to (or cancelled), else FAILED
-    with the reason. A late event of an earlier workload never touches a replica that moved on. `then_advance`:
-    the service's state machine runs next (callers in the middle of a change of their own pass False)."""
+    """The workload `handle` of replica `replica_id` ended: STOPPED when it was asked to (or someone cancelled it),
+    LOST when its agent died or shut down under it, else FAILED with the reason. A late event of an earlier workload
+    never touches a replica that moved on. `then_advance`: the service's state machine runs next (callers in the
+    middle of a change of their own pass False)."""
     replica = Replica.objects.filter(pk=replica_id, handle=handle).select_related("revision").first()
-    if replica is None or replica.status in (Replica.Status.STOPPED, Replica.Status.FAILED):
+    if replica is None or replica.status in (Replica.Status.STOPPED, Replica.Status.FAILED, Replica.Status.LOST):
         return False
-    if replica.status == Replica.Status.STOPPING or (status is not None and status.phase == Phase.CANCELLED):
+    lost = status is not None and lost_with_agent(status)
+    if replica.status == Replica.Status.STOPPING or (
+        status is not None and status.phase == Phase.CANCELLED and not lost
+    ):
         new, reason = Replica.Status.STOPPED, replica.reason
+    elif lost:
+        new, reason = Replica.Status.LOST, _("lost with its agent: %(why)s") % {"why": status.reason or status.phase}
     else:
         new, reason = Replica.Status.FAILED, describe_end(status, replica.log_tail)
     changed = Replica.objects.filter(pk=replica.pk, status=replica.status).update(
@@ -74,6 +86,12 @@ def record_end(replica_id: int, handle: str, status: Status | None, *, then_adva
     if changed and then_advance:
         advance(replica.revision.service_id, changed=True)
     return bool(changed)
+
+
+def lost_with_agent(status: Status) -> bool:
+    """The workload ended because its agent died (LOST) or stopped (cancelled by the agent's own shutdown), not
+    because of what it ran nor because anyone asked."""
+    return status.phase == Phase.LOST or (status.phase == Phase.CANCELLED and status.reason == AGENT_SHUT_DOWN)
 
 
 def mark_ready(replica_id: int) -> bool:
@@ -155,10 +173,102 @@ def _advance_rollout(service: InferenceService, revision: Revision) -> None:
         complete_rollout(service, revision)
         return
     if live < wanted:
-        start_replicas(revision, wanted - live)
-    waited = (timezone.now() - revision.created_at).total_seconds()
+        if _retry_lost(service, revision, replicas, wanted):
+            start_replicas(revision, wanted - live)
+        return  # replicas just started (or waiting to be retried): the deadline counts from their start
+    waited = (timezone.now() - attempt_started(revision, replicas)).total_seconds()
     if waited > settings.PORTAL_SERVING_READY_TIMEOUT:
+        if _record_unreported_ends(replicas):  # a dead agent's replicas: lost, not late
+            _advance_rollout(service, revision)
+            return
+        if not _any_process_started(revision, replicas):
+            _say(service, revision, _waiting_for_agent(revision))  # infrastructure, not the model: wait
+            return
         fail_rollout(service, revision, _timeout_reason(revision, replicas))
+
+
+def attempt_started(revision: Revision, replicas: list[Replica]) -> datetime:
+    """When the rollout's current attempt began: the deploy, or the latest start of a replica (a retry after a
+    loss gets the whole readiness timeout again)."""
+    return max([revision.created_at, *(r.started_at for r in replicas)])
+
+
+def lost_backoff(retry: int) -> float:
+    """Seconds between a loss and the `retry`-th start after it: doubling, at most 5 minutes."""
+    return min(settings.PORTAL_SERVING_LOST_BACKOFF * 2 ** max(retry - 1, 0), 300)
+
+
+def _retry_lost(service: InferenceService, revision: Revision, replicas: list[Replica], wanted: int) -> bool:
+    """Whether replicas may start now: yes unless some were lost with their agent and the backoff since the last
+    loss has not passed (the service says when the retry comes), or the retries are used up (the rollout fails)."""
+    lost = [r for r in replicas if r.status == Replica.Status.LOST]
+    if not lost:
+        return True
+    retry = -(-len(lost) // wanted)  # a loss takes the attempt's replicas with it: one retry per `wanted` lost
+    last = max(lost, key=lambda r: r.stopped_at or r.started_at)
+    if retry > settings.PORTAL_SERVING_LOST_RETRIES:
+        fail_rollout(
+            service,
+            revision,
+            _("its replicas were lost with their agent %(n)d times; not retried again (last: %(why)s)")
+            % {"n": retry, "why": last.reason},
+        )
+        return False
+    due = (last.stopped_at or last.started_at) + timedelta(seconds=lost_backoff(retry))
+    if timezone.now() < due:
+        message = _("r%(n)d: %(why)s; retry %(i)d of %(max)d at %(at)s") % {
+            "n": revision.number, "why": last.reason, "i": retry, "max": settings.PORTAL_SERVING_LOST_RETRIES,
+            "at": timezone.localtime(due).strftime("%H:%M:%S"),
+        }  # fmt: skip
+        _say(service, revision, message)
+        return False
+    _say(service, revision, _("r%(n)d: retry %(i)d of %(max)d after %(why)s") % {
+        "n": revision.number, "i": retry, "max": settings.PORTAL_SERVING_LOST_RETRIES, "why": last.reason,
+    })  # fmt: skip
+    return True
+
+
+def _say(service: InferenceService, revision: Revision, message: str) -> None:
+    """Why a rollout waits: on the revision, and on the service for its current revision (cleared once it serves)."""
+    message = message[:2000]
+    if revision.reason != message:
+        revision.reason = message
+        revision.save(update_fields=["reason"])
+    if revision.role == Revision.Role.CURRENT and service.reason != message:
+        service.reason = message
+        service.save(update_fields=["reason"])
+
+
+def _record_unreported_ends(replicas: list[Replica]) -> bool:
+    """Ask the runtime about live replicas before a timeout blames them: ends nobody reported (an agent that died
+    with them) are recorded first. Returns whether any was."""
+    live = [r for r in replicas if r.status in LIVE and r.handle]
+    if not live:
+        return False
+    runtime = get_runtime(live[0].revision.config.get("runtime") or "local")
+    statuses = runtime.poll_many([r.handle for r in live])
+    ended = False
+    for replica in live:
+        status = statuses.get(replica.handle)
+        if status is not None and status.phase.finished:
+            ended |= record_end(replica.pk, replica.handle, status, then_advance=False)
+    return ended
+
+
+def _any_process_started(revision: Revision, replicas: list[Replica]) -> bool:
+    if revision.config.get("runtime") == "kubernetes":
+        return True  # the cluster schedules: a timeout there is the revision's
+    from apps.runtime.models import LocalWorkload
+
+    handles = [r.handle for r in replicas if r.status in LIVE and r.handle]
+    return not handles or LocalWorkload.objects.filter(uid__in=handles).exclude(started_at=None).exists()
+
+
+def _waiting_for_agent(revision: Revision) -> str:
+    return _(
+        "r%(n)d: waiting for an agent to start its replicas (none has for %(s)d s; is an agent running? "
+        "`manage.py runagent`)"
+    ) % {"n": revision.number, "s": settings.PORTAL_SERVING_READY_TIMEOUT}
 
 
 def _timeout_reason(revision: Revision, replicas: list[Replica]) -> str:
