@@ -8,10 +8,10 @@ from rest_framework import serializers
 
 from apps.datasets.models import Dataset, DatasetUsage, DatasetVersion, UploadFile, UploadSession, VersionFile
 from apps.projects.api.base import request_token
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 
 
-class DatasetSerializer(serializers.ModelSerializer):
+class DatasetSerializer(StrictModelSerializer):
     project = VisibleProjectField()
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     latest_version = serializers.IntegerField(read_only=True, allow_null=True, help_text=_("Newest version number."))
@@ -38,7 +38,7 @@ class DatasetSerializer(serializers.ModelSerializer):
         return value
 
 
-class DatasetVersionSerializer(serializers.ModelSerializer):
+class DatasetVersionSerializer(StrictModelSerializer):
     dataset_name = serializers.CharField(source="dataset.name", read_only=True)
     project = serializers.CharField(source="dataset.project.slug", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
@@ -56,7 +56,7 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class VersionFileSerializer(serializers.ModelSerializer):
+class VersionFileSerializer(StrictModelSerializer):
     sha256 = serializers.CharField(source="blob_id", read_only=True)
 
     class Meta:
@@ -65,20 +65,20 @@ class VersionFileSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class StatsSerializer(serializers.ModelSerializer):
+class StatsSerializer(StrictModelSerializer):
     class Meta:
         model = DatasetVersion
         fields = ["id", "analysis_status", "analysis_error", "schema", "statistics"]
         read_only_fields = fields
 
 
-class PreviewSerializer(serializers.Serializer):
+class PreviewSerializer(StrictSerializer):
     path = serializers.CharField()
     kind = serializers.CharField(help_text=_("table, image, text or none"))
     preview = serializers.JSONField()
 
 
-class DiffSerializer(serializers.Serializer):
+class DiffSerializer(StrictSerializer):
     old = serializers.IntegerField()
     new = serializers.IntegerField()
     added = serializers.JSONField()
@@ -90,7 +90,7 @@ class DiffSerializer(serializers.Serializer):
     analysis_pending = serializers.BooleanField()
 
 
-class UsageSerializer(serializers.ModelSerializer):
+class UsageSerializer(StrictModelSerializer):
     ref = serializers.CharField(source="version.ref", read_only=True)
     run_number = serializers.IntegerField(source="pipeline_run.number", read_only=True, allow_null=True)
     pipeline = serializers.CharField(source="pipeline_run.pipeline_name", read_only=True, allow_null=True)
@@ -113,7 +113,7 @@ class UsageSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class UploadFileSerializer(serializers.ModelSerializer):
+class UploadFileSerializer(StrictModelSerializer):
     complete = serializers.BooleanField(read_only=True)
     upload_url = serializers.SerializerMethodField()
 
@@ -130,7 +130,7 @@ class UploadFileSerializer(serializers.ModelSerializer):
         return request.build_absolute_uri(url) if request is not None else url
 
 
-class UploadSessionSerializer(serializers.ModelSerializer):
+class UploadSessionSerializer(StrictModelSerializer):
     dataset = serializers.PrimaryKeyRelatedField(queryset=Dataset.objects.none())
     base = serializers.CharField(
         required=False, allow_null=True, write_only=True,
@@ -157,12 +157,12 @@ class UploadSessionSerializer(serializers.ModelSerializer):
         return fields
 
 
-class CommitSerializer(serializers.Serializer):
+class CommitSerializer(StrictSerializer):
     remove = serializers.ListField(
         child=serializers.CharField(), required=False, default=list,
         help_text=_("Paths of the base version to leave out of the new version."),
     )  # fmt: skip
 
 
-class DeleteResultSerializer(serializers.Serializer):
+class DeleteResultSerializer(StrictSerializer):
     purged_blobs = serializers.ListField(child=serializers.CharField())

@@ -6,10 +6,10 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from apps.notebooks.models import Notebook
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import StrictModelSerializer, VisibleProjectField
 
 
-class NotebookSerializer(serializers.ModelSerializer):
+class NotebookSerializer(StrictModelSerializer):
     """A notebook as the API shows it. Resources are checked by the service (the same messages as the pages);
     `memory` takes "4Gi", "512Mi" or bytes. Never the server's token or upstream: the proxy is the only door."""
 

@@ -112,9 +112,10 @@ class MembershipViewSet(ProjectScopedViewSet):
         )
 
     def perform_update(self, serializer: MembershipUpdateSerializer) -> None:
-        serializer.instance = services.change_role(
-            serializer.instance, self.request.user, serializer.validated_data["role"]
-        )
+        role = serializer.validated_data.get("role")
+        if role is None:  # a PATCH without a role changes nothing (the role is the only writable field)
+            return
+        serializer.instance = services.change_role(serializer.instance, self.request.user, role)
 
     def perform_destroy(self, instance: Membership) -> None:
         services.remove_member(instance, self.request.user)
