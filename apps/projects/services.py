@@ -6,13 +6,14 @@ Errors are Django `ValidationError`s keyed by field (pages show them as form err
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import ProtectedError, Q, RestrictedError
 from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -20,6 +21,7 @@ from django.utils.translation import gettext as _
 from apps.accounts.services import notify
 from apps.projects.models import RESERVED_SLUGS, Membership, Project, Quota, Role, slug_validator
 from apps.projects.permissions import MANAGE_MEMBERS, TRANSFER, has_project_perm, sync_member_permissions
+from portal.lib.errors import Conflict
 
 
 def validate_new_project(slug: str, name: str, exclude_pk: int | None = None) -> None:
@@ -97,8 +99,31 @@ def update_project(
     return project
 
 
+# What higher apps do when a project goes (stop its services, notebooks and running tasks; forget their files):
+# registered from their AppConfig.ready(), since this app may not import them. Each hook runs inside the
+# deletion's transaction and defers what cannot be rolled back (files, stored bytes) to on_commit.
+ProjectDeleteHook = Callable[[Project], None]
+_delete_hooks: list[ProjectDeleteHook] = []
+
+
+def on_project_delete(hook: ProjectDeleteHook) -> ProjectDeleteHook:
+    """Register `hook(project)` to run before a project and everything in it is deleted."""
+    if hook not in _delete_hooks:
+        _delete_hooks.append(hook)
+    return hook
+
+
 def delete_project(project: Project) -> None:
-    project.delete()
+    """Stop and delete everything the project holds, then the project, in one transaction: a refusal anywhere
+    (a `Conflict` naming what blocks it) leaves everything as it was."""
+    with transaction.atomic():
+        project = Project.objects.select_for_update().get(pk=project.pk)
+        for hook in _delete_hooks:
+            hook(project)
+        try:
+            project.delete()
+        except (ProtectedError, RestrictedError) as exc:
+            raise Conflict.from_protected(exc, project) from None
 
 
 def find_user(identifier: str) -> Any:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils.translation import gettext as _
@@ -210,9 +209,7 @@ class PipelineRunViewSet(
         return Response(usage.usage_series(run, points))
 
     def perform_destroy(self, instance: PipelineRun) -> None:
-        if not instance.is_finished:
-            raise ValidationError({"status": [_("Cancel the run before deleting it.")]})
-        instance.delete()
+        services.delete_run(instance)
 
     @extend_schema(request=None, responses={200: PipelineRunSerializer})
     @action(detail=True, methods=["post"])
