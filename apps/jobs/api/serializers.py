@@ -9,11 +9,28 @@ from apps.jobs.forms import registry_credential_errors
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.api.base import request_token
 from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
+from apps.runtime.kubernetes.manifests import FRAMEWORKS
+
+
+def _framework_choices() -> list[str]:
+    return sorted(FRAMEWORKS)
 
 
 class JobTemplateSerializer(StrictModelSerializer):
     project = VisibleProjectField(required=False, allow_null=True)
     ref = serializers.CharField(read_only=True)
+    # The frameworks the runtimes build (the Kubeflow operators', Volcano, Ray); empty for a plain job. Checked here
+    # rather than at the first Kubernetes dry run, which is where a typo used to surface.
+    framework = serializers.ChoiceField(
+        choices=_framework_choices(),
+        required=False,
+        allow_blank=True,
+        help_text=_("Distributed framework (empty: none)."),
+        error_messages={
+            "invalid_choice": _("“{input}” is not a framework the runtime supports. Allowed: %(allowed)s, or empty.")
+            % {"allowed": ", ".join(_framework_choices())}
+        },
+    )
 
     class Meta:
         model = JobTemplate
