@@ -46,14 +46,27 @@ def validate_new_project(slug: str, name: str, exclude_pk: int | None = None) ->
         raise ValidationError(errors)
 
 
-def create_project(user: Any, *, slug: str, name: str, description: str = "") -> Project:
+def create_project(
+    user: Any,
+    *,
+    slug: str,
+    name: str,
+    description: str = "",
+    runtime: str = "",
+    notebook_idle_timeout: int | None = None,
+) -> Project:
     """Create a project owned by `user`, with an empty quota, in one transaction."""
     if not settings.PORTAL_ALLOW_PROJECT_CREATION and not user.is_staff:
         raise PermissionDenied(_("Only platform administrators can create projects."))
     validate_new_project(slug, name)
+    validate_runtime(runtime)
+    notebook_idle_timeout = validate_idle_timeout(notebook_idle_timeout, "notebook_idle_timeout")
     try:
         with transaction.atomic():
-            project = Project.objects.create(slug=slug, name=name.strip(), description=description, created_by=user)
+            project = Project.objects.create(
+                slug=slug, name=name.strip(), description=description, created_by=user, runtime=runtime or "",
+                notebook_idle_timeout=notebook_idle_timeout,
+            )  # fmt: skip
             Quota.objects.create(project=project)
             _set_role(project, user, Role.OWNER)
     except IntegrityError:  # a concurrent create won the race for the slug or name
@@ -76,6 +89,13 @@ def validate_idle_timeout(value: Any, field: str) -> int | None:
     return value
 
 
+def validate_runtime(runtime: str | None) -> str:
+    """ "" (the portal's default), "local" or "kubernetes"; a field error otherwise."""
+    if runtime and runtime not in dict(Project._meta.get_field("runtime").choices):
+        raise ValidationError({"runtime": [_("Choose the portal default, this machine or Kubernetes.")]})
+    return runtime or ""
+
+
 def update_project(
     project: Project,
     *,
@@ -90,9 +110,7 @@ def update_project(
     if description is not None:
         project.description = description
     if runtime is not None:
-        if runtime not in dict(Project._meta.get_field("runtime").choices):
-            raise ValidationError({"runtime": [_("Choose the portal default, this machine or Kubernetes.")]})
-        project.runtime = runtime
+        project.runtime = validate_runtime(runtime)
     if notebook_idle_timeout is not UNCHANGED:
         project.notebook_idle_timeout = validate_idle_timeout(notebook_idle_timeout, "notebook_idle_timeout")
     project.save(update_fields=["name", "description", "runtime", "notebook_idle_timeout"])

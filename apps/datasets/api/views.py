@@ -53,9 +53,7 @@ class DatasetViewSet(ProjectScopedViewSet):
 
     def get_queryset(self) -> QuerySet:
         qs = super().get_queryset().annotate(latest_version=Max("versions__number"), version_count=Count("versions"))
-        qs = qs.order_by("name", "pk")
-        project = self.request.query_params.get("project")
-        return qs.filter(project__slug=project) if project else qs
+        return qs.order_by("name", "pk")  # `?project=` is the base viewset's (ProjectFilterBackend)
 
     def perform_create(self, serializer: DatasetSerializer) -> None:
         data = dict(serializer.validated_data)
