@@ -125,3 +125,11 @@ def test_omitted_fields_with_a_default_take_the_default(world):
     assert response.status_code == 201, response.content
     template = JobTemplate.objects.get(slug="bare")
     assert (template.env, template.command, template.resources, template.replicas) == ({}, [], {}, {})
+
+
+def test_the_schema_says_request_bodies_take_no_other_keys(world):
+    schema = user_client(world.alice).get("/api/v1/schema/", {"format": "json"}).json()
+    components = schema["components"]["schemas"]
+
+    assert components["NewApiTokenRequest"]["additionalProperties"] is False
+    assert components["PatchedMembershipUpdateRequest"]["additionalProperties"] is False
