@@ -26,7 +26,7 @@ import schemathesis
 from django.core.cache import cache
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from schemathesis.checks import not_a_server_error
@@ -103,6 +103,14 @@ class Workflow(schema.as_state_machine()):  # type: ignore[misc]
     """Scenarios through the inferred links, with the owner's token and the same checks as above."""
 
     headers: dict[str, str] = {}
+
+    def setup(self) -> None:
+        # Every scenario starts from the same database (the test's world): Hypothesis replays choices it made
+        # before, and rows left by an earlier scenario would make the same choices draw other steps ("flaky").
+        self.savepoint = transaction.savepoint()
+
+    def teardown(self) -> None:
+        transaction.savepoint_rollback(self.savepoint)
 
     def before_call(self, case) -> None:
         in_a_project(case)
