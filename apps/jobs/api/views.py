@@ -228,9 +228,10 @@ class PipelineRunViewSet(
     @action(detail=True, methods=["post"])
     def rerun(self, request: Request, pk: str | None = None) -> Response:
         """A new run from `node`: it and everything downstream run again, the rest is reused."""
+        run = self.get_object()  # 404/403 before any word on the body
         body = RerunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.rerun_from(self.get_object(), request.user, node=body.validated_data.get("node"))
+        run = services.rerun_from(run, request.user, node=body.validated_data.get("node"))
         return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
