@@ -6,7 +6,7 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from apps.notebooks.models import Notebook
-from apps.projects.api.serializers import StrictModelSerializer, VisibleProjectField
+from apps.projects.api.serializers import AmountField, StrictModelSerializer, VisibleProjectField
 
 
 class NotebookSerializer(StrictModelSerializer):
@@ -15,9 +15,9 @@ class NotebookSerializer(StrictModelSerializer):
 
     project = VisibleProjectField()
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    cpu = serializers.CharField(required=False, help_text=_("CPU cores, e.g. 1 or 0.5."))
+    cpu = AmountField(required=False, help_text=_("CPU cores, e.g. 1 or 0.5."))
     memory = serializers.CharField(required=False, write_only=True, help_text=_("e.g. 512Mi, 4Gi, or bytes."))
-    gpu = serializers.CharField(required=False, help_text=_("Whole GPUs."))
+    gpu = AmountField(required=False, help_text=_("Whole GPUs."))
     idle_timeout = serializers.IntegerField(
         required=False, allow_null=True, help_text=_("Minutes; null = the project's default.")
     )

@@ -69,6 +69,11 @@ class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     """A model serializer under the strict write contract (see `StrictFieldsMixin`)."""
 
 
+@extend_schema_field({"oneOf": [{"type": "number"}, {"type": "string"}]})
+class AmountField(serializers.CharField):
+    """A resource amount: taken as text ("0.5", "2") for the service to parse, answered as a number."""
+
+
 class RoleField(serializers.ChoiceField):
     """Roles as names on the wire ("owner", "admin", "editor", "viewer"), integers in the database."""
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
-from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
+from apps.projects.api.serializers import AmountField, StrictModelSerializer, StrictSerializer, VisibleProjectField
 from apps.serving.models import InferenceService, Replica, Revision
 
 
@@ -70,9 +70,9 @@ class InferenceServiceSerializer(StrictModelSerializer):
     )
     command = serializers.JSONField(required=False, help_text=_("custom only: argv; {port} is filled in"))
     env = serializers.JSONField(required=False)
-    cpu = serializers.CharField(required=False, help_text=_("CPU cores per replica, e.g. 1 or 0.5."))
+    cpu = AmountField(required=False, help_text=_("CPU cores per replica, e.g. 1 or 0.5."))
     memory = serializers.CharField(required=False, write_only=True, help_text=_("per replica: e.g. 512Mi, 2Gi"))
-    gpu = serializers.CharField(required=False)
+    gpu = AmountField(required=False)
     deploy = serializers.BooleanField(required=False, write_only=True, default=False)
     url = serializers.CharField(source="base_path", read_only=True)
     current_revision = serializers.IntegerField(source="current_revision.number", read_only=True, allow_null=True)
