@@ -434,6 +434,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.projects.api.schema.forbid_unknown_fields",  # bodies refuse unknown keys (StrictFieldsMixin)
+    ],
     # Choice sets that share a field name with another app's ("role" is also a member's role).
     "ENUM_NAME_OVERRIDES": {
         "MemberRoleEnum": ["viewer", "editor", "admin", "owner"],

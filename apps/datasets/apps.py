@@ -15,3 +15,7 @@ class DatasetsConfig(AppConfig):
             schedule.setdefault(
                 "datasets-cleanup-uploads", {"task": "apps.datasets.tasks.cleanup_uploads", "schedule": 3600.0}
             )
+        from apps.datasets.services import forget_project_datasets
+        from apps.projects.services import on_project_delete
+
+        on_project_delete(forget_project_datasets)

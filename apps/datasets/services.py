@@ -36,6 +36,7 @@ from apps.datasets.models import (
     DatasetVersion,
     Direction,
     UploadFile,
+    UploadSession,
     UploadStatus,
     VersionFile,
 )
@@ -318,6 +319,24 @@ def delete_dataset(dataset: Dataset, *, force: bool = False) -> list[str]:
     for session in sessions:
         shutil.rmtree(session_dir(session), ignore_errors=True)
     return purge_blobs(shas)
+
+
+def forget_project_datasets(project: Any) -> None:
+    """A project is being deleted (inside its transaction): its datasets' rows go with it; once that commits, the
+    blobs no other project's version uses and the staging folders of its uploads go too."""
+    from apps.datasets.uploads import session_dir
+
+    shas = set(VersionFile.objects.filter(version__dataset__project=project).values_list("blob_id", flat=True))
+    uploads = UploadFile.objects.filter(session__dataset__project=project).exclude(blob=None)
+    shas |= set(uploads.values_list("blob_id", flat=True))
+    folders = [session_dir(session) for session in UploadSession.objects.filter(dataset__project=project)]
+
+    def purge() -> None:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        purge_blobs(shas)
+
+    transaction.on_commit(purge)
 
 
 def purge_blobs(shas: Iterable[str]) -> list[str]:

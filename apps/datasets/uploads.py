@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -350,8 +351,17 @@ def _finish_file(upload: UploadFile, hasher) -> None:
 # --- Commit ------------------------------------------------------------------------------------
 
 
-def commit_upload(session: UploadSession, user, *, remove: list[str] | None = None) -> DatasetVersion:
-    """Turn a complete upload into the dataset's next version, atomically; archives are expanded here."""
+class Committed(NamedTuple):
+    version: DatasetVersion
+    created: bool  # False: the upload held exactly the latest version's files, which is returned instead
+
+
+def commit_upload(session: UploadSession, user, *, remove: list[str] | None = None) -> Committed:
+    """Turn a complete upload into the dataset's next version, atomically; archives are expanded here.
+
+    Content identical to the dataset's latest version (same paths, bytes and sizes: the same digest) makes no new
+    version, as `git commit` and `dvc commit` make nothing of an unchanged tree: the session is closed on the latest
+    version and `created` is False, so a script that uploads after every run neither fails nor piles up copies."""
     from apps.datasets import services
 
     _require_open(session)
@@ -394,17 +404,24 @@ def commit_upload(session: UploadSession, user, *, remove: list[str] | None = No
     with transaction.atomic():
         locked = UploadSession.objects.select_for_update().get(pk=session.pk)
         _require_open(locked)
-        version = services.create_version(
-            session.dataset, manifest, user=user, message=session.message, parent=session.base,
-            task_run=session.task_run,
-        )  # fmt: skip
+        # Under the dataset's lock (create_version takes the same one), so two identical commits make one version.
+        Dataset.objects.select_for_update().filter(pk=session.dataset_id).first()
+        latest = session.dataset.versions.order_by("-number").first()
+        created = latest is None or latest.digest != services.manifest_digest(manifest)
+        if created:
+            version = services.create_version(
+                session.dataset, manifest, user=user, message=session.message, parent=session.base,
+                task_run=session.task_run,
+            )  # fmt: skip
+        else:
+            version = latest
         UploadSession.objects.filter(pk=session.pk).update(
             status=UploadStatus.COMMITTED, version=version, updated_at=timezone.now()
         )
         folder = session_dir(session)
         transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
     session.status, session.version = UploadStatus.COMMITTED, version
-    return version
+    return Committed(version, created)
 
 
 def abort_upload(session: UploadSession) -> None:

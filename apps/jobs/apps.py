@@ -12,6 +12,10 @@ class JobsConfig(AppConfig):
         from apps.runtime import hooks
 
         hooks.register("task_run", TaskListener())
+        from apps.jobs.services import stop_project_runs
+        from apps.projects.services import on_project_delete
+
+        on_project_delete(stop_project_runs)
         post_migrate.connect(_load_builtins, sender=self)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, ProtectedError, RestrictedError
 
 from apps.models.errors import AlreadyExists, InvalidParameter, NotFound
 from apps.models.models import (
@@ -35,6 +35,7 @@ from apps.models.validation import (
     validate_alias,
     validate_name,
 )
+from portal.lib.errors import Conflict
 
 _ARTIFACTS_RE = re.compile(r"^mlflow-artifacts:/+(\d+)(/.*)?$")
 _RUNS_RE = re.compile(r"^runs:/([0-9a-f]{32})(/.*)?$")
@@ -300,3 +301,22 @@ def finalize_logged_model(logged: LoggedModel, status: str) -> LoggedModel:
     logged.last_updated_timestamp = now_ms()
     logged.save(update_fields=["status", "last_updated_timestamp"])
     return logged
+
+
+def delete_registered_model(model: RegisteredModel) -> None:
+    """Delete the model with its versions and aliases. Refused with a Conflict naming them while inference services
+    (or their revisions, the deploy history) use one of its versions: a service must never lose what it serves."""
+    try:
+        with transaction.atomic():
+            model.delete()
+    except (ProtectedError, RestrictedError) as exc:
+        raise Conflict.from_protected(exc, model) from None
+
+
+def delete_model_version(version: ModelVersion) -> None:
+    """Delete one version; refused with a Conflict naming the services (or revisions) that use it."""
+    try:
+        with transaction.atomic():
+            version.delete()
+    except (ProtectedError, RestrictedError) as exc:
+        raise Conflict.from_protected(exc, version) from None

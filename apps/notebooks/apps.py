@@ -15,3 +15,7 @@ class NotebooksConfig(AppConfig):
         from apps.runtime import hooks
 
         hooks.register("notebook", NotebookListener())
+        from apps.notebooks.services import delete_project_notebooks
+        from apps.projects.services import on_project_delete
+
+        on_project_delete(delete_project_notebooks)

@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -286,6 +287,15 @@ def delete_notebook(notebook: Notebook) -> None:
     Notebook.objects.filter(pk=notebook.pk).delete()
     gone = {"status": "deleted", "reason": "", "last_activity": None}
     transaction.on_commit(lambda: publish_event(notebook.project_id, "notebook", notebook.pk, **gone))
+
+
+def delete_project_notebooks(project: Project) -> None:
+    """A project is being deleted (inside its transaction): every notebook stops and goes; once that commits, the
+    project's folders go too (homes and shared), so a later project with the same slug starts empty."""
+    for notebook in Notebook.objects.filter(project=project):
+        delete_notebook(notebook)
+    folder = workspace.project_dir(project)
+    transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def revoke_api_token(nb: Notebook) -> None:

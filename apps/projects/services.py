@@ -6,13 +6,14 @@ Errors are Django `ValidationError`s keyed by field (pages show them as form err
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import ProtectedError, Q, RestrictedError
 from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -20,6 +21,7 @@ from django.utils.translation import gettext as _
 from apps.accounts.services import notify
 from apps.projects.models import RESERVED_SLUGS, Membership, Project, Quota, Role, slug_validator
 from apps.projects.permissions import MANAGE_MEMBERS, TRANSFER, has_project_perm, sync_member_permissions
+from portal.lib.errors import Conflict
 
 
 def validate_new_project(slug: str, name: str, exclude_pk: int | None = None) -> None:
@@ -44,19 +46,43 @@ def validate_new_project(slug: str, name: str, exclude_pk: int | None = None) ->
         raise ValidationError(errors)
 
 
-def create_project(user: Any, *, slug: str, name: str, description: str = "") -> Project:
+def create_project(
+    user: Any,
+    *,
+    slug: str,
+    name: str,
+    description: str = "",
+    runtime: str = "",
+    notebook_idle_timeout: int | None = None,
+) -> Project:
     """Create a project owned by `user`, with an empty quota, in one transaction."""
     if not settings.PORTAL_ALLOW_PROJECT_CREATION and not user.is_staff:
         raise PermissionDenied(_("Only platform administrators can create projects."))
-    return provision_project(user, slug=slug, name=name, description=description)
+    return provision_project(
+        user, slug=slug, name=name, description=description, runtime=runtime,
+        notebook_idle_timeout=notebook_idle_timeout,
+    )  # fmt: skip
 
 
-def provision_project(owner: Any, *, slug: str, name: str, description: str = "") -> Project:
+def provision_project(
+    owner: Any,
+    *,
+    slug: str,
+    name: str,
+    description: str = "",
+    runtime: str = "",
+    notebook_idle_timeout: int | None = None,
+) -> Project:
     """The system creates a project owned by `owner` (the demo, provisioning): no user's creation policy applies."""
     validate_new_project(slug, name)
+    validate_runtime(runtime)
+    notebook_idle_timeout = validate_idle_timeout(notebook_idle_timeout, "notebook_idle_timeout")
     try:
         with transaction.atomic():
-            project = Project.objects.create(slug=slug, name=name.strip(), description=description, created_by=owner)
+            project = Project.objects.create(
+                slug=slug, name=name.strip(), description=description, created_by=owner, runtime=runtime or "",
+                notebook_idle_timeout=notebook_idle_timeout,
+            )  # fmt: skip
             Quota.objects.create(project=project)
             _set_role(project, owner, Role.OWNER)
     except IntegrityError:  # a concurrent create won the race for the slug or name
@@ -79,6 +105,13 @@ def validate_idle_timeout(value: Any, field: str) -> int | None:
     return value
 
 
+def validate_runtime(runtime: str | None) -> str:
+    """ "" (the portal's default), "local" or "kubernetes"; a field error otherwise."""
+    if runtime and runtime not in dict(Project._meta.get_field("runtime").choices):
+        raise ValidationError({"runtime": [_("Choose the portal default, this machine or Kubernetes.")]})
+    return runtime or ""
+
+
 def update_project(
     project: Project,
     *,
@@ -93,17 +126,38 @@ def update_project(
     if description is not None:
         project.description = description
     if runtime is not None:
-        if runtime not in dict(Project._meta.get_field("runtime").choices):
-            raise ValidationError({"runtime": [_("Choose the portal default, this machine or Kubernetes.")]})
-        project.runtime = runtime
+        project.runtime = validate_runtime(runtime)
     if notebook_idle_timeout is not UNCHANGED:
         project.notebook_idle_timeout = validate_idle_timeout(notebook_idle_timeout, "notebook_idle_timeout")
     project.save(update_fields=["name", "description", "runtime", "notebook_idle_timeout"])
     return project
 
 
+# What higher apps do when a project goes (stop its services, notebooks and running tasks; forget their files):
+# registered from their AppConfig.ready(), since this app may not import them. Each hook runs inside the
+# deletion's transaction and defers what cannot be rolled back (files, stored bytes) to on_commit.
+ProjectDeleteHook = Callable[[Project], None]
+_delete_hooks: list[ProjectDeleteHook] = []
+
+
+def on_project_delete(hook: ProjectDeleteHook) -> ProjectDeleteHook:
+    """Register `hook(project)` to run before a project and everything in it is deleted."""
+    if hook not in _delete_hooks:
+        _delete_hooks.append(hook)
+    return hook
+
+
 def delete_project(project: Project) -> None:
-    project.delete()
+    """Stop and delete everything the project holds, then the project, in one transaction: a refusal anywhere
+    (a `Conflict` naming what blocks it) leaves everything as it was."""
+    with transaction.atomic():
+        project = Project.objects.select_for_update().get(pk=project.pk)
+        for hook in _delete_hooks:
+            hook(project)
+        try:
+            project.delete()
+        except (ProtectedError, RestrictedError) as exc:
+            raise Conflict.from_protected(exc, project) from None
 
 
 def find_user(identifier: str) -> Any:

@@ -25,6 +25,7 @@ from apps.projects.forms import (
 )
 from apps.projects.models import Membership, Project, ProjectSecret, Role
 from apps.projects.permissions import CHANGE, CONTRIBUTE, DELETE, MANAGE_MEMBERS, TRANSFER, VIEW, has_project_perm
+from portal.lib.errors import Conflict
 
 
 def run_service(form: forms.Form, service: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -127,7 +128,11 @@ def project_delete(request: HttpRequest, project: Project) -> HttpResponse:
             messages.error(request, _("Type the project's slug to confirm."))
             return render(request, "projects/delete.html", {"project": project}, status=400)
         name = project.name
-        services.delete_project(project)
+        try:
+            services.delete_project(project)
+        except Conflict as exc:
+            messages.error(request, exc.message)
+            return render(request, "projects/delete.html", {"project": project}, status=409)
         messages.success(request, _("Project “%(name)s” deleted.") % {"name": name})
         return redirect("projects:dashboard")
     return render(request, "projects/delete.html", {"project": project})

@@ -16,4 +16,8 @@ class ServingConfig(AppConfig):
         from apps.serving.runtime_hooks import ReplicaListener
 
         hooks.register(LABEL, ReplicaListener())
+        from apps.projects.services import on_project_delete
+        from apps.serving.services import delete_project_services
+
+        on_project_delete(delete_project_services)
         signals.connect()

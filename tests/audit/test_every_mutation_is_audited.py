@@ -29,6 +29,9 @@ def test_each_successful_api_write_is_one_entry_and_each_failed_one_none(world):
         data = {"project": project.slug, "name": f"n{i}", "user": "charlie", "role": "viewer"}
         before = AuditEntry.objects.count()
         response = call(client, case, obj, data=data)
+        unknown = _unknown_fields(response, data)
+        if unknown:  # a body takes only its own fields (a 400 naming the others, audited as nothing): send those
+            response = call(client, case, obj, data={k: v for k, v in data.items() if k not in unknown})
         added = AuditEntry.objects.count() - before
         ok = response.status_code < 400
         succeeded, failed = succeeded + ok, failed + (not ok)
@@ -43,3 +46,10 @@ def test_each_successful_api_write_is_one_entry_and_each_failed_one_none(world):
     assert AuditEntry.objects.filter(method__in=["POST", "PUT", "PATCH", "DELETE"]).count() == succeeded
     # The walk must really exercise the log: most writes succeed with this data.
     assert succeeded >= len(WRITE_CASES) // 3, (succeeded, failed)
+
+
+def _unknown_fields(response, data: dict) -> set[str]:
+    if response.status_code != 400 or not isinstance(response.json(), dict):
+        return set()
+    body = response.json()
+    return {k for k in data if any("Unknown field" in str(m) for m in body.get(k) or [])}

@@ -275,6 +275,41 @@ def test_a_finished_run_is_deleted_with_its_tasks(alice, failed_run):
     assert not TaskRun.objects.exists()
 
 
+def test_deleting_a_run_removes_its_work_folder_after_commit(
+    alice, failed_run, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    settings.PORTAL_WORK_DIR = tmp_path / "work"
+    folder = tmp_path / "work" / failed_run.project.slug / f"run-{failed_run.number}"
+    (folder / "a" / "attempt-1").mkdir(parents=True)
+    (folder / "a" / "attempt-1" / "model.bin").write_bytes(b"x")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice.delete(detail_url(failed_run.pk))
+
+    assert response.status_code == 204
+    assert not folder.exists()
+
+
+def test_attempts_a_later_run_reuses_stay_when_their_run_is_deleted(
+    alice, pipe, world, failed_run, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    """A re-run (or a cache hit) reads an earlier attempt's output folder in place: it must outlive its run."""
+    settings.PORTAL_WORK_DIR = tmp_path / "work"
+    folder = tmp_path / "work" / failed_run.project.slug / f"run-{failed_run.number}"
+    reused, dropped = folder / "a" / "attempt-1", folder / "b" / "attempt-1"
+    for path in (reused, dropped):
+        path.mkdir(parents=True)
+        (path / "out.txt").write_text("x")
+    later = finish(start_run(pipe, world.alice), {"b": TaskStatus.FAILED}, RunStatus.FAILED)
+    TaskRun.objects.create(run=later, node="a", status=TaskStatus.CACHED, output_dir=str(reused))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert alice.delete(detail_url(failed_run.pk)).status_code == 204
+
+    assert (reused / "out.txt").read_text() == "x"
+    assert not dropped.exists()
+
+
 # --- task runs --------------------------------------------------------------------------------
 
 

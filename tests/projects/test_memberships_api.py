@@ -152,12 +152,15 @@ def test_patch_cannot_move_a_membership_to_another_user_or_project(world, bob_me
         detail_url(bob_membership), {"role": "viewer", "user": "charlie", "project": "project-b"}, format="json"
     )
 
-    assert response.status_code == 200
+    # Only the role changes: naming the user or project is refused by name (not silently ignored), and nothing
+    # is changed.
+    assert response.status_code == 400
+    assert set(response.json()) == {"user", "project"}
     bob_membership.refresh_from_db()
     assert (bob_membership.user, bob_membership.project, bob_membership.role) == (
         world.bob,
         world.project_a,
-        Role.VIEWER,
+        Role.EDITOR,
     )
 
 
@@ -231,3 +234,13 @@ def test_an_owner_can_be_removed_by_another_owner(world, alice_membership):
 
     assert user_client(world.charlie).delete(detail_url(alice_membership)).status_code == 204
     assert role_of(world.project_a, world.alice) is None
+
+
+def test_a_patch_without_a_role_changes_nothing(world, bob_membership):
+    """An empty (multipart) PATCH was a 500 (KeyError 'role'): a partial update may omit every field."""
+    for fmt in ("multipart", "json"):
+        response = user_client(world.alice).patch(detail_url(bob_membership), {}, format=fmt)
+
+        assert response.status_code == 200, response.content
+        assert response.json()["role"] == "editor"
+    assert role_of(world.project_a, world.bob) == Role.EDITOR

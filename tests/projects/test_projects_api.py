@@ -52,6 +52,29 @@ def test_create_returns_the_project_with_the_creator_as_owner(world):
     assert world.bob.has_perm("projects.delete_project", project)
 
 
+def test_create_keeps_the_runtime_and_notebook_idle_timeout(world):
+    response = user_client(world.alice).post(
+        LIST_URL,
+        {"slug": "qa", "name": "QA", "runtime": "kubernetes", "notebook_idle_timeout": 45},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.content
+    assert (response.json()["runtime"], response.json()["notebook_idle_timeout"]) == ("kubernetes", 45)
+    project = Project.objects.get(slug="qa")
+    assert (project.runtime, project.notebook_idle_timeout) == ("kubernetes", 45)
+
+
+def test_create_with_a_bad_idle_timeout_creates_nothing(world):
+    response = user_client(world.alice).post(
+        LIST_URL, {"slug": "qa", "name": "QA", "notebook_idle_timeout": 0}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["notebook_idle_timeout"]
+    assert not Project.objects.filter(slug="qa").exists()
+
+
 def test_a_created_project_appears_in_the_creators_list(world):
     client = user_client(world.charlie)
     client.post(LIST_URL, {"slug": "vision", "name": "Vision"}, format="json")

@@ -5,10 +5,10 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from apps.accounts.models import ApiToken, Notification
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 
 
-class ApiTokenSerializer(serializers.ModelSerializer):
+class ApiTokenSerializer(StrictModelSerializer):
     project = VisibleProjectField(required=False, allow_null=True)
     days = serializers.IntegerField(
         write_only=True, required=False, allow_null=True, help_text=_("Expire after this many days (empty: never).")
@@ -40,14 +40,14 @@ class NewApiTokenSerializer(ApiTokenSerializer):
         fields = [*ApiTokenSerializer.Meta.fields, "token"]
 
 
-class NotificationSerializer(serializers.ModelSerializer):
+class NotificationSerializer(StrictModelSerializer):
     class Meta:
         model = Notification
         fields = ["id", "message", "url", "created_at", "read_at"]
         read_only_fields = fields
 
 
-class MarkReadSerializer(serializers.Serializer):
+class MarkReadSerializer(StrictSerializer):
     # Bounded like the primary key (64-bit): a larger number is a 400, not a database overflow (500).
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
@@ -56,7 +56,7 @@ class MarkReadSerializer(serializers.Serializer):
     )
 
 
-class ProfileSerializer(serializers.ModelSerializer):
+class ProfileSerializer(StrictModelSerializer):
     class Meta:
         model = get_user_model()
         fields = ["id", "username", "email", "first_name", "last_name", "language", "date_joined", "is_staff"]

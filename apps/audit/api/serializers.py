@@ -1,9 +1,10 @@
 from rest_framework import serializers
 
 from apps.audit.models import AuditEntry
+from apps.projects.api.serializers import StrictModelSerializer
 
 
-class AuditEntrySerializer(serializers.ModelSerializer):
+class AuditEntrySerializer(StrictModelSerializer):
     actor = serializers.CharField(source="actor_repr", read_only=True)
     project = serializers.CharField(source="project_repr", read_only=True)
     token = serializers.CharField(source="token.prefix", read_only=True, default=None)

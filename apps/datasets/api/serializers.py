@@ -4,14 +4,15 @@ from typing import Any
 
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.datasets.models import Dataset, DatasetUsage, DatasetVersion, UploadFile, UploadSession, VersionFile
 from apps.projects.api.base import request_token
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 
 
-class DatasetSerializer(serializers.ModelSerializer):
+class DatasetSerializer(StrictModelSerializer):
     project = VisibleProjectField()
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     latest_version = serializers.IntegerField(read_only=True, allow_null=True, help_text=_("Newest version number."))
@@ -38,7 +39,7 @@ class DatasetSerializer(serializers.ModelSerializer):
         return value
 
 
-class DatasetVersionSerializer(serializers.ModelSerializer):
+class DatasetVersionSerializer(StrictModelSerializer):
     dataset_name = serializers.CharField(source="dataset.name", read_only=True)
     project = serializers.CharField(source="dataset.project.slug", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
@@ -56,7 +57,7 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class VersionFileSerializer(serializers.ModelSerializer):
+class VersionFileSerializer(StrictModelSerializer):
     sha256 = serializers.CharField(source="blob_id", read_only=True)
 
     class Meta:
@@ -65,20 +66,20 @@ class VersionFileSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class StatsSerializer(serializers.ModelSerializer):
+class StatsSerializer(StrictModelSerializer):
     class Meta:
         model = DatasetVersion
         fields = ["id", "analysis_status", "analysis_error", "schema", "statistics"]
         read_only_fields = fields
 
 
-class PreviewSerializer(serializers.Serializer):
+class PreviewSerializer(StrictSerializer):
     path = serializers.CharField()
     kind = serializers.CharField(help_text=_("table, image, text or none"))
     preview = serializers.JSONField()
 
 
-class DiffSerializer(serializers.Serializer):
+class DiffSerializer(StrictSerializer):
     old = serializers.IntegerField()
     new = serializers.IntegerField()
     added = serializers.JSONField()
@@ -90,7 +91,7 @@ class DiffSerializer(serializers.Serializer):
     analysis_pending = serializers.BooleanField()
 
 
-class UsageSerializer(serializers.ModelSerializer):
+class UsageSerializer(StrictModelSerializer):
     ref = serializers.CharField(source="version.ref", read_only=True)
     run_number = serializers.IntegerField(source="pipeline_run.number", read_only=True, allow_null=True)
     pipeline = serializers.CharField(source="pipeline_run.pipeline_name", read_only=True, allow_null=True)
@@ -113,7 +114,7 @@ class UsageSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class UploadFileSerializer(serializers.ModelSerializer):
+class UploadFileSerializer(StrictModelSerializer):
     complete = serializers.BooleanField(read_only=True)
     upload_url = serializers.SerializerMethodField()
 
@@ -130,14 +131,29 @@ class UploadFileSerializer(serializers.ModelSerializer):
         return request.build_absolute_uri(url) if request is not None else url
 
 
-class UploadSessionSerializer(serializers.ModelSerializer):
-    dataset = serializers.PrimaryKeyRelatedField(queryset=Dataset.objects.none())
+@extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string"}]})
+class DatasetRefField(serializers.Field):
+    """A dataset by name (within the session's `project`) or by id; resolved by the serializer's `validate`."""
+
+    def to_internal_value(self, data: Any) -> int | str:
+        if isinstance(data, bool) or not isinstance(data, int | str) or data == "":
+            raise serializers.ValidationError(_("Give the dataset's name (with `project`) or its id."))
+        return data
+
+    def to_representation(self, value: Any) -> int:
+        return value.pk if isinstance(value, Dataset) else value
+
+
+class UploadSessionSerializer(StrictModelSerializer):
+    project = VisibleProjectField(
+        required=False, help_text=_("The dataset's project (needed when `dataset` is a name; checked when an id).")
+    )
+    dataset = DatasetRefField(help_text=_("The dataset's name in `project`, or its id."))
     base = serializers.CharField(
         required=False, allow_null=True, write_only=True,
         help_text=_("Start from this version's files: “latest” or a version number (default: none)."),
     )  # fmt: skip
     base_version = serializers.PrimaryKeyRelatedField(source="base", read_only=True)
-    project = serializers.CharField(source="project.slug", read_only=True)
     files = UploadFileSerializer(many=True, read_only=True)
     version = serializers.PrimaryKeyRelatedField(read_only=True)
 
@@ -149,20 +165,51 @@ class UploadSessionSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = ["id", "status", "version", "task_run", "created_at", "updated_at"]
 
-    def get_fields(self) -> dict[str, serializers.Field]:
-        fields = super().get_fields()
-        request = self.context.get("request")
-        if request is not None:
-            fields["dataset"].queryset = Dataset.objects.for_user(request.user, token=request_token(request))
-        return fields
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """`dataset` becomes the Dataset: by name inside `project`, or by id (and then inside `project` if named);
+        a dataset of another project than the one named is refused rather than used there."""
+        request = self.context["request"]
+        visible = Dataset.objects.for_user(request.user, token=request_token(request)).select_related("project")
+        project, ref = attrs.get("project"), attrs["dataset"]
+        dataset = None
+        if project is not None and isinstance(ref, str):
+            dataset = visible.filter(project=project, name=ref).first()
+        if dataset is None and (isinstance(ref, int) or ref.isdigit()):
+            dataset = visible.filter(pk=int(ref)).first()
+            if dataset is not None and project is not None and dataset.project_id != project.pk:
+                message = _("Dataset %(id)s belongs to project “%(other)s”, not “%(project)s”.")
+                raise serializers.ValidationError(
+                    {"dataset": [message % {"id": ref, "other": dataset.project.slug, "project": project.slug}]}
+                )
+        if dataset is None:
+            if project is None and isinstance(ref, str) and not ref.isdigit():
+                raise serializers.ValidationError({"project": [_("Name the project of dataset “%(name)s”.") % {
+                    "name": ref}]})  # fmt: skip
+            where = _(" in project “%(project)s”") % {"project": project.slug} if project is not None else ""
+            raise serializers.ValidationError(
+                {"dataset": [_("No dataset “%(ref)s”%(where)s that you can access.") % {"ref": ref, "where": where}]}
+            )
+        attrs["dataset"], attrs["project"] = dataset, dataset.project
+        return attrs
 
 
-class CommitSerializer(serializers.Serializer):
+class CommitResultSerializer(DatasetVersionSerializer):
+    created = serializers.BooleanField(
+        read_only=True,
+        help_text=_("False when the upload held exactly the files of the latest version: no new version was made."),
+    )
+
+    class Meta(DatasetVersionSerializer.Meta):
+        fields = [*DatasetVersionSerializer.Meta.fields, "created"]
+        read_only_fields = fields
+
+
+class CommitSerializer(StrictSerializer):
     remove = serializers.ListField(
         child=serializers.CharField(), required=False, default=list,
         help_text=_("Paths of the base version to leave out of the new version."),
     )  # fmt: skip
 
 
-class DeleteResultSerializer(serializers.Serializer):
+class DeleteResultSerializer(StrictSerializer):
     purged_blobs = serializers.ListField(child=serializers.CharField())

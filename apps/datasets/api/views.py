@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from apps.datasets import downloads, services, uploads
 from apps.datasets.api.serializers import (
+    CommitResultSerializer,
     CommitSerializer,
     DatasetSerializer,
     DatasetVersionSerializer,
@@ -53,9 +54,7 @@ class DatasetViewSet(ProjectScopedViewSet):
 
     def get_queryset(self) -> QuerySet:
         qs = super().get_queryset().annotate(latest_version=Max("versions__number"), version_count=Count("versions"))
-        qs = qs.order_by("name", "pk")
-        project = self.request.query_params.get("project")
-        return qs.filter(project__slug=project) if project else qs
+        return qs.order_by("name", "pk")  # `?project=` is the base viewset's (ProjectFilterBackend)
 
     def perform_create(self, serializer: DatasetSerializer) -> None:
         data = dict(serializer.validated_data)
@@ -238,15 +237,18 @@ class UploadSessionViewSet(
         )
         return Response(UploadFileSerializer(upload, context=self.get_serializer_context()).data, status=201)
 
-    @extend_schema(request=CommitSerializer, responses={201: DatasetVersionSerializer})
+    @extend_schema(request=CommitSerializer, responses={201: CommitResultSerializer, 200: CommitResultSerializer})
     @action(detail=True, methods=["post"])
     def commit(self, request: Request, pk: str | None = None) -> Response:
-        """Create the new version from the complete files, atomically (nothing is visible before)."""
+        """Create the new version from the complete files, atomically (nothing is visible before): 201 with
+        `created: true`. Files identical to the latest version's make no new version: 200, that version, `created:
+        false`."""
         session = self.get_object()
         body = CommitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        version = uploads.commit_upload(session, request.user, remove=body.validated_data["remove"])
-        return Response(DatasetVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+        version, created = uploads.commit_upload(session, request.user, remove=body.validated_data["remove"])
+        data = {**DatasetVersionSerializer(version).data, "created": created}
+        return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class ChunkParser(BaseParser):

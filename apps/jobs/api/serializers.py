@@ -8,12 +8,29 @@ from rest_framework import serializers
 from apps.jobs.forms import registry_credential_errors
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.api.base import request_token
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
+from apps.runtime.kubernetes.manifests import FRAMEWORKS
 
 
-class JobTemplateSerializer(serializers.ModelSerializer):
+def _framework_choices() -> list[str]:
+    return sorted(FRAMEWORKS)
+
+
+class JobTemplateSerializer(StrictModelSerializer):
     project = VisibleProjectField(required=False, allow_null=True)
     ref = serializers.CharField(read_only=True)
+    # The frameworks the runtimes build (the Kubeflow operators', Volcano, Ray); empty for a plain job. Checked here
+    # rather than at the first Kubernetes dry run, which is where a typo used to surface.
+    framework = serializers.ChoiceField(
+        choices=_framework_choices(),
+        required=False,
+        allow_blank=True,
+        help_text=_("Distributed framework (empty: none)."),
+        error_messages={
+            "invalid_choice": _("“{input}” is not a framework the runtime supports. Allowed: %(allowed)s, or empty.")
+            % {"allowed": ", ".join(_framework_choices())}
+        },
+    )
 
     class Meta:
         model = JobTemplate
@@ -24,7 +41,7 @@ class JobTemplateSerializer(serializers.ModelSerializer):
         read_only_fields = ["version", "created_at"]
 
 
-class PipelineSerializer(serializers.ModelSerializer):
+class PipelineSerializer(StrictModelSerializer):
     project = VisibleProjectField()
     spec = serializers.JSONField(help_text=_("Nodes, edges (depends_on), env, parallelism, priority, failure policy."))
 
@@ -41,12 +58,12 @@ class PipelineSerializer(serializers.ModelSerializer):
         return fields
 
 
-class PipelineYamlSerializer(serializers.Serializer):
+class PipelineYamlSerializer(StrictSerializer):
     project = VisibleProjectField()
     yaml = serializers.CharField(help_text=_("A pipeline exported as YAML (apiVersion portal/v1, kind Pipeline)."))
 
 
-class TaskRunSerializer(serializers.ModelSerializer):
+class TaskRunSerializer(StrictModelSerializer):
     duration = serializers.FloatField(read_only=True)
 
     class Meta:
@@ -59,7 +76,7 @@ class TaskRunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class PipelineRunSerializer(serializers.ModelSerializer):
+class PipelineRunSerializer(StrictModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     progress = serializers.SerializerMethodField()
@@ -83,16 +100,16 @@ class PipelineRunSerializer(serializers.ModelSerializer):
         return {"done": done, "total": total}
 
 
-class StartRunSerializer(serializers.Serializer):
+class StartRunSerializer(StrictSerializer):
     pass
 
 
-class UsagePointsSerializer(serializers.Serializer):
+class UsagePointsSerializer(StrictSerializer):
     t = serializers.ListField(child=serializers.IntegerField(), help_text=_("Times, in ms since the epoch."))
     v = serializers.ListField(child=serializers.FloatField())
 
 
-class TaskUsageSerializer(serializers.Serializer):
+class TaskUsageSerializer(StrictSerializer):
     task = serializers.IntegerField()
     node = serializers.CharField()
     attempt = serializers.IntegerField()
@@ -102,7 +119,7 @@ class TaskUsageSerializer(serializers.Serializer):
     rss = UsagePointsSerializer(help_text=_("Resident memory, in bytes."))
 
 
-class RunUsageSerializer(serializers.Serializer):
+class RunUsageSerializer(StrictSerializer):
     run = serializers.IntegerField()
     status = serializers.CharField()
     active = serializers.BooleanField(help_text=_("The run has not finished: more samples may come."))
@@ -110,11 +127,11 @@ class RunUsageSerializer(serializers.Serializer):
     tasks = TaskUsageSerializer(many=True)
 
 
-class RerunSerializer(serializers.Serializer):
+class RerunSerializer(StrictSerializer):
     node = serializers.CharField(required=False, help_text=_("Re-run this node and what depends on it."))
 
 
-class ScheduleSerializer(serializers.ModelSerializer):
+class ScheduleSerializer(StrictModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
@@ -132,7 +149,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
         return pipeline
 
 
-class ImageSerializer(serializers.ModelSerializer):
+class ImageSerializer(StrictModelSerializer):
     """An image and its registry credentials. `registry_password` is write-only: omitted or empty keeps the stored
     one, null removes it; `has_registry_password` says whether one is stored."""
 

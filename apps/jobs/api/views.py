@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils.translation import gettext as _
@@ -210,9 +209,7 @@ class PipelineRunViewSet(
         return Response(usage.usage_series(run, points))
 
     def perform_destroy(self, instance: PipelineRun) -> None:
-        if not instance.is_finished:
-            raise ValidationError({"status": [_("Cancel the run before deleting it.")]})
-        instance.delete()
+        services.delete_run(instance)
 
     @extend_schema(request=None, responses={200: PipelineRunSerializer})
     @action(detail=True, methods=["post"])
@@ -231,9 +228,10 @@ class PipelineRunViewSet(
     @action(detail=True, methods=["post"])
     def rerun(self, request: Request, pk: str | None = None) -> Response:
         """A new run from `node`: it and everything downstream run again, the rest is reused."""
+        run = self.get_object()  # 404/403 before any word on the body
         body = RerunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.rerun_from(self.get_object(), request.user, node=body.validated_data.get("node"))
+        run = services.rerun_from(run, request.user, node=body.validated_data.get("node"))
         return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

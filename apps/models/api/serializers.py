@@ -7,10 +7,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.models.models import Experiment, ModelAlias, ModelVersion, RegisteredModel, Run
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 
 
-class ExperimentSerializer(serializers.ModelSerializer):
+class ExperimentSerializer(StrictModelSerializer):
     project = VisibleProjectField()
 
     class Meta:
@@ -26,7 +26,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
         return fields
 
 
-class TrackingRunSerializer(serializers.ModelSerializer):
+class TrackingRunSerializer(StrictModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     user_id = serializers.CharField(source="user_id_text", read_only=True)
     params = serializers.SerializerMethodField()
@@ -56,14 +56,14 @@ class TrackingRunSerializer(serializers.ModelSerializer):
                 for m in run.latest_metrics.all()}  # fmt: skip
 
 
-class MetricSeriesSerializer(serializers.Serializer):
+class MetricSeriesSerializer(StrictSerializer):
     key = serializers.CharField()
     total = serializers.IntegerField(help_text="Points stored with a finite value (NaN and ±Infinity are not charted).")
     steps = serializers.ListField(child=serializers.FloatField())
     values = serializers.ListField(child=serializers.FloatField())
 
 
-class RegisteredModelSerializer(serializers.ModelSerializer):
+class RegisteredModelSerializer(StrictModelSerializer):
     project = VisibleProjectField()
 
     class Meta:
@@ -79,7 +79,7 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
         return fields
 
 
-class ModelVersionSerializer(serializers.ModelSerializer):
+class ModelVersionSerializer(StrictModelSerializer):
     run_uuid = serializers.CharField(source="run.run_uuid", read_only=True, default=None)
     aliases = serializers.SlugRelatedField(slug_field="alias", many=True, read_only=True)
 
@@ -92,7 +92,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
         read_only_fields = [f for f in fields if f not in ("description", "model_card")]
 
 
-class ModelAliasSerializer(serializers.ModelSerializer):
+class ModelAliasSerializer(StrictModelSerializer):
     version = serializers.IntegerField(source="model_version.version", read_only=True)
 
     class Meta:

@@ -135,6 +135,9 @@ class RegisteredModelViewSet(ProjectScopedViewSet):
         except TrackingError as error:
             raise domain(error, "name") from None
 
+    def perform_destroy(self, instance: RegisteredModel) -> None:
+        registry.delete_registered_model(instance)  # 409 naming the services that serve it
+
 
 class ModelVersionViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, ProjectScopedGenericViewSet

@@ -6,18 +6,18 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from apps.notebooks.models import Notebook
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import AmountField, StrictModelSerializer, VisibleProjectField
 
 
-class NotebookSerializer(serializers.ModelSerializer):
+class NotebookSerializer(StrictModelSerializer):
     """A notebook as the API shows it. Resources are checked by the service (the same messages as the pages);
     `memory` takes "4Gi", "512Mi" or bytes. Never the server's token or upstream: the proxy is the only door."""
 
     project = VisibleProjectField()
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    cpu = serializers.CharField(required=False, help_text=_("CPU cores, e.g. 1 or 0.5."))
+    cpu = AmountField(required=False, help_text=_("CPU cores, e.g. 1 or 0.5."))
     memory = serializers.CharField(required=False, write_only=True, help_text=_("e.g. 512Mi, 4Gi, or bytes."))
-    gpu = serializers.CharField(required=False, help_text=_("Whole GPUs."))
+    gpu = AmountField(required=False, help_text=_("Whole GPUs."))
     idle_timeout = serializers.IntegerField(
         required=False, allow_null=True, help_text=_("Minutes; null = the project's default.")
     )

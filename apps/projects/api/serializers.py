@@ -1,14 +1,77 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.projects.permissions import projects_for
+
+# Sent by the browsable API's forms alongside the fields; never a field of ours.
+FORM_KEYS = frozenset({"csrfmiddlewaretoken"})
+
+
+class StrictFieldsMixin:
+    """The write contract of every /api/v1 body, in one place (every serializer of `apps/*/api/` derives from
+    `StrictSerializer` or `StrictModelSerializer`):
+
+    - a key that is no field of the serializer is a 400 naming it: a misspelt option (`expires_in_days` for
+      `days`) must not be dropped silently. Read-only fields are known and ignored, so a body read with GET may be
+      sent back; nested serializers check their own keys.
+    - a field that may not be null is never null after parsing: a multipart body's `"null"` parses to None in
+      DRF's JSONField without meeting its `allow_null` check, and would reach a NOT NULL column (a 500).
+    """
+
+    def to_internal_value(self, data: Any) -> Any:
+        errors: dict[str, Any] = {}
+        if isinstance(data, Mapping):
+            fields = self.fields  # type: ignore[attr-defined]
+            unknown = sorted(str(k) for k in data if k not in fields and k not in FORM_KEYS)
+            if unknown:
+                known = ", ".join(name for name, field in fields.items() if not field.read_only)
+                message = _("Unknown field. Fields this endpoint takes: %(known)s.") % {"known": known or "none"}
+                errors = {name: [message] for name in unknown}
+        try:
+            value = super().to_internal_value(data)  # type: ignore[misc]
+        except serializers.ValidationError as exc:
+            if not errors:
+                raise
+            detail = exc.detail if isinstance(exc.detail, dict) else {api_settings.NON_FIELD_ERRORS_KEY: exc.detail}
+            raise serializers.ValidationError({**detail, **errors}) from None
+        errors.update(self._null_errors(value))
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+    def _null_errors(self, value: dict[str, Any]) -> dict[str, list[str]]:
+        errors = {}
+        for field in self._writable_fields:  # type: ignore[attr-defined]
+            if field.allow_null or not field.source_attrs:
+                continue
+            node: Any = value
+            for attr in field.source_attrs:
+                node = node.get(attr, serializers.empty) if isinstance(node, dict) else serializers.empty
+            if node is None:
+                errors[field.field_name] = [str(field.error_messages["null"])]
+        return errors
+
+
+class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
+    """A plain serializer of a request body under the strict write contract (see `StrictFieldsMixin`)."""
+
+
+class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+    """A model serializer under the strict write contract (see `StrictFieldsMixin`)."""
+
+
+@extend_schema_field({"oneOf": [{"type": "number"}, {"type": "string"}]})
+class AmountField(serializers.CharField):
+    """A resource amount: taken as text ("0.5", "2") for the service to parse, answered as a number."""
 
 
 class RoleField(serializers.ChoiceField):
@@ -42,14 +105,14 @@ class VisibleProjectField(serializers.SlugRelatedField):
         return qs
 
 
-class QuotaSerializer(serializers.ModelSerializer):
+class QuotaSerializer(StrictModelSerializer):
     class Meta:
         model = Quota
         fields = ["cpu_cores", "memory_bytes", "gpus", "concurrent_runs", "concurrent_tasks", "storage_bytes"]
         read_only_fields = fields
 
 
-class ProjectSerializer(serializers.ModelSerializer):
+class ProjectSerializer(StrictModelSerializer):
     quota = QuotaSerializer(read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     my_role = serializers.SerializerMethodField()
@@ -78,7 +141,7 @@ class ProjectSerializer(serializers.ModelSerializer):
         return fields
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(StrictModelSerializer):
     project = VisibleProjectField()
     user = serializers.CharField(
         help_text=_("Username or email of the person to add."), source="user.username", max_length=254
@@ -92,7 +155,7 @@ class MembershipSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "created_at"]
 
 
-class MembershipUpdateSerializer(serializers.ModelSerializer):
+class MembershipUpdateSerializer(StrictModelSerializer):
     role = RoleField()
 
     class Meta:
@@ -100,11 +163,11 @@ class MembershipUpdateSerializer(serializers.ModelSerializer):
         fields = ["role"]
 
 
-class TransferSerializer(serializers.Serializer):
+class TransferSerializer(StrictSerializer):
     user = serializers.CharField(help_text=_("Username or email of the member who becomes owner."))
 
 
-class ProjectSecretSerializer(serializers.ModelSerializer):
+class ProjectSecretSerializer(StrictModelSerializer):
     """A secret as the API shows it: never its value, which is write-only (required when creating, optional when
     changing: given, it replaces the stored value). The name is fixed once created (pipelines reference it)."""
 

@@ -55,7 +55,12 @@ class ProjectViewSet(ProjectScopedViewSet):
             self.permission_denied(self.request, message=_("A project token cannot create projects."))
         data = serializer.validated_data
         serializer.instance = services.create_project(
-            self.request.user, slug=data["slug"], name=data["name"], description=data.get("description", "")
+            self.request.user,
+            slug=data["slug"],
+            name=data["name"],
+            description=data.get("description", ""),
+            runtime=data.get("runtime", ""),
+            notebook_idle_timeout=data.get("notebook_idle_timeout"),
         )
         # The context was built before the project existed: without this the response says my_role null.
         serializer.context["my_roles"] = self.my_roles()
@@ -112,9 +117,10 @@ class MembershipViewSet(ProjectScopedViewSet):
         )
 
     def perform_update(self, serializer: MembershipUpdateSerializer) -> None:
-        serializer.instance = services.change_role(
-            serializer.instance, self.request.user, serializer.validated_data["role"]
-        )
+        role = serializer.validated_data.get("role")
+        if role is None:  # a PATCH without a role changes nothing (the role is the only writable field)
+            return
+        serializer.instance = services.change_role(serializer.instance, self.request.user, role)
 
     def perform_destroy(self, instance: Membership) -> None:
         services.remove_member(instance, self.request.user)

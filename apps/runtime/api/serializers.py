@@ -8,12 +8,13 @@ from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.projects.models import Project
 from apps.runtime import services
 from apps.runtime.models import Cluster, Operator, ProjectCluster
 
 
-class InventorySummarySerializer(serializers.Serializer):
+class InventorySummarySerializer(StrictSerializer):
     """The controller's last reading, summed (the nodes themselves are in `inventory`)."""
 
     nodes = serializers.IntegerField(source="total.nodes")
@@ -28,7 +29,7 @@ class InventorySummarySerializer(serializers.Serializer):
     error = serializers.CharField()
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(StrictModelSerializer):
     """A cluster. Writes go through `services.save_cluster`, which checks the kubeconfig and its context."""
 
     kubeconfig = serializers.CharField(
@@ -69,7 +70,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         return InventorySummarySerializer(services.summarize_inventory(cluster)).data
 
 
-class ProjectClusterSerializer(serializers.ModelSerializer):
+class ProjectClusterSerializer(StrictModelSerializer):
     """A project's permission to run on a cluster, in a namespace."""
 
     # Only staff write bindings, and they may bind any project: the field looks among all of them.

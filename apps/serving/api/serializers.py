@@ -5,11 +5,11 @@ from typing import Any
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
-from apps.projects.api.serializers import VisibleProjectField
+from apps.projects.api.serializers import AmountField, StrictModelSerializer, StrictSerializer, VisibleProjectField
 from apps.serving.models import InferenceService, Replica, Revision
 
 
-class ReplicaSerializer(serializers.ModelSerializer):
+class ReplicaSerializer(StrictModelSerializer):
     """A replica as the API shows it: never its loopback address (the router is the way in)."""
 
     class Meta:
@@ -24,7 +24,7 @@ class ReplicaSerializer(serializers.ModelSerializer):
         return data
 
 
-class RevisionSerializer(serializers.ModelSerializer):
+class RevisionSerializer(StrictModelSerializer):
     """An immutable deploy record: what was served (version, frozen config), by whom, how the rollout went."""
 
     service = serializers.PrimaryKeyRelatedField(read_only=True)
@@ -48,7 +48,7 @@ class RevisionSerializer(serializers.ModelSerializer):
         return revision.config.get("registered_model")
 
 
-class InferenceServiceSerializer(serializers.ModelSerializer):
+class InferenceServiceSerializer(StrictModelSerializer):
     """A service as the API shows and takes it. Settings are checked by the service layer (the same messages as
     the pages). `registered_model` is a name in the project; `model_version` a version number of it, or null with
     `follow_alias`; `memory` takes "1Gi", "512Mi" or bytes; `deploy: true` rolls out a revision after saving."""
@@ -70,9 +70,9 @@ class InferenceServiceSerializer(serializers.ModelSerializer):
     )
     command = serializers.JSONField(required=False, help_text=_("custom only: argv; {port} is filled in"))
     env = serializers.JSONField(required=False)
-    cpu = serializers.CharField(required=False, help_text=_("CPU cores per replica, e.g. 1 or 0.5."))
+    cpu = AmountField(required=False, help_text=_("CPU cores per replica, e.g. 1 or 0.5."))
     memory = serializers.CharField(required=False, write_only=True, help_text=_("per replica: e.g. 512Mi, 2Gi"))
-    gpu = serializers.CharField(required=False)
+    gpu = AmountField(required=False)
     deploy = serializers.BooleanField(required=False, write_only=True, default=False)
     url = serializers.CharField(source="base_path", read_only=True)
     current_revision = serializers.IntegerField(source="current_revision.number", read_only=True, allow_null=True)
@@ -132,33 +132,33 @@ TRAFFIC_ROLES = [
 ]
 
 
-class PercentSerializer(serializers.Serializer):
+class PercentSerializer(StrictSerializer):
     percent = serializers.IntegerField(min_value=0, max_value=100)
     model_version = serializers.IntegerField(required=False, allow_null=True, min_value=1)
 
 
-class TrafficSerializer(serializers.Serializer):
+class TrafficSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=TRAFFIC_ROLES)
     percent = serializers.IntegerField(min_value=0, max_value=100)
 
 
-class RoleSerializer(serializers.Serializer):
+class RoleSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=TRAFFIC_ROLES)
 
 
-class RollbackSerializer(serializers.Serializer):
+class RollbackSerializer(StrictSerializer):
     revision = serializers.IntegerField(min_value=1, help_text=_("The number of the revision to serve again."))
 
 
-class ScaleSerializer(serializers.Serializer):
+class ScaleSerializer(StrictSerializer):
     min_replicas = serializers.IntegerField(min_value=1)
     max_replicas = serializers.IntegerField(min_value=1)
 
 
-class KeySerializer(serializers.Serializer):
+class KeySerializer(StrictSerializer):
     key = serializers.CharField(help_text=_("Shown once: only its digest is kept."))
     key_prefix = serializers.CharField()
 
 
-class MetricsSerializer(serializers.Serializer):
+class MetricsSerializer(serializers.Serializer):  # query parameters, not a body: other keys (format, …) are fine
     minutes = serializers.IntegerField(min_value=1, max_value=1440, default=60, required=False)

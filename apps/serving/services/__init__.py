@@ -15,11 +15,18 @@ from apps.serving.services.deploy import (
     set_traffic,
     withdraw,
 )
-from apps.serving.services.lifecycle import delete_service, rotate_key, start_service, stop_service
+from apps.serving.services.lifecycle import (
+    delete_project_services,
+    delete_service,
+    rotate_key,
+    start_service,
+    stop_service,
+)
 from apps.serving.services.rollout import advance, reconcile
 
 __all__ = [
-    "advance", "create_service", "delete_service", "deploy", "deploy_canary", "deploy_shadow", "follow_alias",
+    "advance", "create_service", "delete_project_services", "delete_service", "deploy", "deploy_canary",
+    "deploy_shadow", "follow_alias",
     "promote_canary", "reconcile", "resolve_version", "rollback", "rotate_key", "scale", "set_traffic",
     "start_service", "stop_service", "update_service", "withdraw",
 ]  # fmt: skip

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -71,6 +74,15 @@ def delete_service(service: InferenceService) -> None:
         project_id, service_id = service.project_id, service.pk
         service.delete()
         transaction.on_commit(lambda: publish_deleted(project_id, service_id))
+
+
+def delete_project_services(project: Any) -> None:
+    """A project is being deleted (inside its transaction): every service stops and goes, so none is left serving
+    and none still points at the project's models (they are PROTECTed). Its folders go once that commits."""
+    for service in InferenceService.objects.filter(project=project):
+        delete_service(service)
+    folder = Path(settings.PORTAL_WORK_DIR) / "serving" / project.slug  # the parent of replicas.revision_dir's
+    transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def rotate_key(service: InferenceService) -> str:
