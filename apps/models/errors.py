@@ -32,6 +32,13 @@ class AlreadyExists(TrackingError):
     status = 400
 
 
+class ResourceConflict(TrackingError):
+    """The object is still used (a service serves a version): MLflow's RESOURCE_CONFLICT."""
+
+    error_code = "RESOURCE_CONFLICT"
+    status = 409
+
+
 class Forbidden(TrackingError):
     error_code = "PERMISSION_DENIED"
     status = 403

@@ -23,8 +23,16 @@ from rest_framework.exceptions import AuthenticationFailed
 from apps.accounts.authentication import raw_token_from_header
 from apps.accounts.services import authenticate_token
 from apps.models.access import Caller
-from apps.models.errors import BadEndpoint, Forbidden, InvalidParameter, TrackingError, Unauthenticated
+from apps.models.errors import (
+    BadEndpoint,
+    Forbidden,
+    InvalidParameter,
+    ResourceConflict,
+    TrackingError,
+    Unauthenticated,
+)
 from portal.lib import jsonsafe
+from portal.lib.errors import Conflict
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +138,8 @@ class Router:
             result = handler(caller, data, kwargs)
         except TrackingError as error:
             return error_response(error)
+        except Conflict as conflict:  # a service's refusal (still in use), in MLflow's words
+            return error_response(ResourceConflict(conflict.message))
         except Exception:  # a bug, never bad input: say so in MLflow's words
             logger.exception("MLflow API %s %s failed", request.method, endpoint)
             return error_response(TrackingError(_("Internal error.")))

@@ -113,7 +113,7 @@ def update_registered_model(caller: Caller, data: dict, _kw: dict) -> dict:
 
 @router.route("DELETE", "registered-models/delete")
 def delete_registered_model(caller: Caller, data: dict, _kw: dict) -> dict:
-    get_model(caller, data.get("name"), write=True).delete()
+    registry.delete_registered_model(get_model(caller, data.get("name"), write=True))
     return {}
 
 
@@ -227,7 +227,7 @@ def transition_stage(caller: Caller, data: dict, _kw: dict) -> dict:
 
 @router.route("DELETE", "model-versions/delete")
 def delete_model_version(caller: Caller, data: dict, _kw: dict) -> dict:
-    get_version(caller, data, write=True).delete()
+    registry.delete_model_version(get_version(caller, data, write=True))
     return {}
 
 
