@@ -33,6 +33,7 @@ from apps.jobs.placement import Pools
 from apps.jobs.references import check_references, pin
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
+from apps.runtime.base import get_runtime
 
 
 def resolve_template(project: Project, ref: str) -> JobTemplate | None:
