@@ -46,22 +46,11 @@ def validate_new_project(slug: str, name: str, exclude_pk: int | None = None) ->
         raise ValidationError(errors)
 
 
-def create_project(
-    user: Any,
-    *,
-    slug: str,
-    name: str,
-    description: str = "",
-    runtime: str = "",
-    notebook_idle_timeout: int | None = None,
-) -> Project:
-    """Create a project owned by `user`, with an empty quota, in one transaction."""
+def create_project(user: Any, **fields: Any) -> Project:
+    """Create a project owned by `user` (see `provision_project` for the fields), under the creation policy."""
     if not settings.PORTAL_ALLOW_PROJECT_CREATION and not user.is_staff:
         raise PermissionDenied(_("Only platform administrators can create projects."))
-    return provision_project(
-        user, slug=slug, name=name, description=description, runtime=runtime,
-        notebook_idle_timeout=notebook_idle_timeout,
-    )  # fmt: skip
+    return provision_project(user, **fields)
 
 
 def provision_project(
@@ -73,7 +62,8 @@ def provision_project(
     runtime: str = "",
     notebook_idle_timeout: int | None = None,
 ) -> Project:
-    """The system creates a project owned by `owner` (the demo, provisioning): no user's creation policy applies."""
+    """Create a project owned by `owner`, with an empty quota, in one transaction. Called as the system (the demo,
+    provisioning) no user's creation policy applies; `create_project` is the same under that policy."""
     validate_new_project(slug, name)
     validate_runtime(runtime)
     notebook_idle_timeout = validate_idle_timeout(notebook_idle_timeout, "notebook_idle_timeout")

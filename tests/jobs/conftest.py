@@ -14,6 +14,7 @@ from django.conf import settings
 from apps.jobs import orchestrator
 from apps.jobs.models import PipelineRun
 from tests.conftest import database_url_of_test_db
+from tests.factories import ProjectFactory, UserFactory
 
 
 class AgentProcess:
@@ -90,3 +91,14 @@ def drive(run: PipelineRun, timeout: float = 60, until=None) -> PipelineRun:
             return run
         assert time.monotonic() < deadline, f"run still {run.status} after {timeout} s: {list(run.tasks.values())}"
         time.sleep(0.1)
+
+
+@pytest.fixture
+def owner(transactional_db):
+    """Alice, in a database the agent process also sees (committed, not a test transaction)."""
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def project(owner):
+    return ProjectFactory(owner=owner, slug="project-a")

@@ -6,23 +6,13 @@ from __future__ import annotations
 import pytest
 
 from apps.jobs.services import start_run
-from tests.factories import ProjectFactory, UserFactory, pipeline
+from tests.factories import pipeline
 from tests.jobs.conftest import drive
 
 pytestmark = [pytest.mark.live]
 
 BURN = "while True: pass"
 MiB = 2**20
-
-
-@pytest.fixture
-def owner(transactional_db):
-    return UserFactory(username="alice")
-
-
-@pytest.fixture
-def project(owner):
-    return ProjectFactory(owner=owner, slug="project-a")
 
 
 def test_a_busy_task_samples_a_non_zero_cpu_and_is_billed_its_cpu_when_killed(agent, project, owner):

@@ -31,16 +31,6 @@ READER_CODE = (
 
 
 @pytest.fixture
-def owner(transactional_db):
-    return UserFactory(username="alice")
-
-
-@pytest.fixture
-def project(owner):
-    return ProjectFactory(owner=owner, slug="project-a")
-
-
-@pytest.fixture
 def reader(project):
     template, _ = JobTemplate.objects.update_or_create(
         project=project,

@@ -14,20 +14,10 @@ import pytest
 from apps.jobs import orchestrator
 from apps.jobs.models import LogLine, TaskRun, TaskStatus
 from apps.jobs.services import cancel_run, rerun_from, start_run
-from tests.factories import ProjectFactory, UserFactory, pipeline
+from tests.factories import pipeline
 from tests.jobs.conftest import drive
 
 pytestmark = [pytest.mark.live, pytest.mark.smoke]
-
-
-@pytest.fixture
-def owner(transactional_db):
-    return UserFactory(username="alice")
-
-
-@pytest.fixture
-def project(owner):
-    return ProjectFactory(owner=owner, slug="project-a")
 
 
 def statuses(run) -> dict[str, str]:
