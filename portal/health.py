@@ -109,6 +109,11 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     if settings.PORTAL_SUPERVISOR_STATE:  # started by `make run`: every process it supervises counts
         results["processes"] = await _timed(sync_to_async(check_processes))
         with suppress(OSError, ValueError, KeyError):  # the check above already says why
-            body["processes"] = await sync_to_async(supervised_processes)()
+            processes = await sync_to_async(supervised_processes)()
+            # Anyone may ask (a load balancer's probe): the state, not the host's pids and command lines.
+            body["processes"] = {
+                name: {key: value for key, value in process.items() if key not in {"pid", "command"}}
+                for name, process in processes.items()
+            }
     ready = all(r["ok"] for r in results.values())
     return JsonResponse({"status": "ready" if ready else "not ready", **body}, status=200 if ready else 503)

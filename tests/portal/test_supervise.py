@@ -139,6 +139,8 @@ def test_restarts_back_off_exponentially_and_readyz_names_the_process_while_it_i
     assert "steady" not in error
     assert body["processes"]["steady"]["state"] == "running"
     assert body["processes"]["flaky"]["last_exit"]["code"] == 3
+    # /readyz answers anyone (a load balancer): no pid or command line of the host in it.
+    assert all(set(process).isdisjoint({"pid", "command"}) for process in body["processes"].values())
 
     (tmp_path / "marker").touch()  # flaky can start now
     running.wait_for(lambda s: s["flaky"]["state"] == "running", "flaky running")
