@@ -3,6 +3,13 @@
 from django.db import migrations, models
 
 
+def keep_task_limits(apps, schema_editor):
+    """Until now `concurrent_runs` was enforced on tasks: a limit an operator set keeps holding there (it now also
+    limits runs, as its name always said), so the upgrade loosens nothing."""
+    Quota = apps.get_model("projects", "Quota")
+    Quota.objects.filter(concurrent_runs__isnull=False).update(concurrent_tasks=models.F("concurrent_runs"))
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("projects", "0004_project_notebook_idle_timeout"),
@@ -14,4 +21,5 @@ class Migration(migrations.Migration):
             name="concurrent_tasks",
             field=models.PositiveIntegerField(blank=True, null=True, verbose_name="concurrent tasks"),
         ),
+        migrations.RunPython(keep_task_limits, migrations.RunPython.noop),
     ]
