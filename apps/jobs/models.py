@@ -240,6 +240,14 @@ class TaskRun(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     runtime = models.CharField(max_length=20, default="local")
     handle = models.CharField(max_length=200, blank=True)
+    image_digest = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text=_(
+            "The image the attempt really ran, as the runtime resolved it (Kubernetes: the container's imageID, "
+            "e.g. docker.io/library/python@sha256:…); empty on the local runtime, which runs no image."
+        ),
+    )
     api_token = models.ForeignKey(
         "accounts.ApiToken",
         on_delete=models.SET_NULL,

@@ -129,6 +129,7 @@ class TaskListener:
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
         from apps.jobs.tasks import advance_run
 
+        _record_image_digests([(workload, status)])
         if phase == Phase.RUNNING:
             # Starting changes nothing the orchestrator decides on: record it here and tell the run page,
             # instead of a full advance that would hold the run's lock while the next event arrives.
@@ -148,6 +149,7 @@ class TaskListener:
         from apps.jobs.orchestrator import advance_reported
         from apps.jobs.tasks import advance_run
 
+        _record_image_digests([(w, status) for w, _phase, status in notices])
         ended = {w.uid for w, phase, _status in notices if phase != Phase.RUNNING}
         starts = [w for w, phase, _status in notices if phase == Phase.RUNNING and w.uid not in ended]
         if starts:
@@ -194,6 +196,23 @@ def _inject_secrets(workload: Workload) -> tuple[list[str], list[str]]:
         else:
             workload.env.pop(key, None)
     return list(values.values()), missing
+
+
+def _record_image_digests(reports: list[tuple[Workload, Status | None]]) -> None:
+    """Record the image each task really ran, where its runtime reported one (Kubernetes does once the pod was
+    started from it; the local runtime runs no image and reports none), and tag the tracked runs the task has
+    already started with it (`apps.models.services.tag_image_digest`; runs it starts later take it from the task).
+    The task's row stays locked until its runs are tagged, so a run created meanwhile is not missed."""
+    from apps.models.services import tag_image_digest
+
+    for workload, status in reports:
+        digest = (status.image_digest if status is not None else "")[:500]
+        if not digest:
+            continue
+        task_id = int(workload.labels["task_run"])
+        with transaction.atomic():
+            if TaskRun.objects.filter(pk=task_id).exclude(image_digest=digest).update(image_digest=digest):
+                tag_image_digest(task_id, digest)
 
 
 def _record_starts(workloads: list[Workload]) -> None:

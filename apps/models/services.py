@@ -36,6 +36,7 @@ RUN_NAME_TAG = "mlflow.runName"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 IMAGE_TAG = "portal.image"
 TEMPLATE_TAG = "portal.template"
+IMAGE_DIGEST_TAG = "portal.image.digest"
 _ADJECTIVES = ("brave", "calm", "eager", "gentle", "keen", "lucky", "merry", "quiet", "swift", "wise")
 _NOUNS = ("otter", "heron", "lynx", "finch", "koala", "panda", "wren", "yak", "ibis", "moth")
 
@@ -161,6 +162,10 @@ def create_run(
     tags[RUN_NAME_TAG] = name
     run_uuid = uuid.uuid4().hex
     with transaction.atomic():
+        if source_task is not None and IMAGE_DIGEST_TAG not in tags:
+            digest = _task_image_digest(source_task)
+            if digest:
+                tags[IMAGE_DIGEST_TAG] = digest
         run = Run.objects.create(
             run_uuid=run_uuid,
             project_id=experiment.project_id,
@@ -195,6 +200,26 @@ def _task_code_tags(task: Any) -> dict[str, str]:
     if template is not None:
         tags[IMAGE_TAG] = task_image(template)
     return tags
+
+
+def _task_image_digest(task: Any) -> str:
+    """The image digest the task's runtime reported so far ("" before its pod started, or on the local runtime).
+    Read under the task's row lock, which `tag_image_digest`'s caller holds while it tags the task's runs: a run
+    created while the digest is recorded either sees the digest here or is committed before it is tagged."""
+    from apps.jobs.models import TaskRun
+
+    found = TaskRun.objects.select_for_update().filter(pk=task.pk).values_list("image_digest", flat=True).first()
+    return found or ""
+
+
+def tag_image_digest(task_id: int, digest: str) -> None:
+    """Tag the tracked runs a pipeline task started with the image digest its runtime reported once the pods
+    ran (the runs may have been created before it was known). A tag a client set itself is left as it is."""
+    runs = Run.objects.filter(source_task_id=task_id).values_list("pk", flat=True)
+    RunTag.objects.bulk_create(
+        [RunTag(run_id=pk, key=IMAGE_DIGEST_TAG, value=digest[:MAX_TAG_VAL_LENGTH]) for pk in runs],
+        ignore_conflicts=True,
+    )
 
 
 def _pipeline_inputs(run: Run, task: Any) -> list[RunInput]:

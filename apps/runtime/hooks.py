@@ -30,7 +30,8 @@ class Listener(Protocol):
     def sink(self, workload: Workload) -> Sink: ...
 
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
-        """`status`: the runtime's full record of an ended workload (what `poll` would return), when known."""
+        """`status`: the runtime's full record of an ended workload (what `poll` would return), when known; at a
+        start, what the runtime knows then (Kubernetes: the image digest the pods were started from)."""
 
     def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]: ...
 

@@ -355,6 +355,9 @@ class Status:
     reason: str = ""
     replicas: dict[str, str] = field(default_factory=dict)
     usage: dict[str, float] = field(default_factory=dict)  # cpu_seconds, peak_rss_bytes, wall_seconds
+    # The image that really ran, as the runtime resolved it (Kubernetes: the container's imageID); "" where the
+    # runtime runs no image (local) or has not pulled it yet.
+    image_digest: str = ""
 
 
 @dataclass(frozen=True)

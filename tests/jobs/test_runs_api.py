@@ -332,6 +332,20 @@ def test_task_runs_of_a_run_list_every_attempt(alice, pipe, world, failed_run):
     assert alice.get(TASKS_URL, {"run": other.pk}).json()["count"] == 1
 
 
+def test_a_task_run_shows_the_digest_of_the_image_it_ran(alice, failed_run):
+    digest = "docker.io/library/python@sha256:" + "c" * 64
+    TaskRun.objects.filter(run=failed_run, node="a").update(image_digest=digest)
+
+    rows = {r["node"]: r for r in alice.get(TASKS_URL, {"run": failed_run.pk}).json()["results"]}
+
+    assert rows["a"]["image_digest"] == digest
+    assert rows["b"]["image_digest"] == ""  # not known (the local runtime runs no image)
+    # Read-only: what the runtime reported cannot be rewritten through the API.
+    response = alice.patch(f"{TASKS_URL}{rows['a']['id']}/", {"image_digest": "x"}, format="json")
+    assert response.status_code == 405
+    assert TaskRun.objects.get(pk=rows["a"]["id"]).image_digest == digest
+
+
 # --- query counts -----------------------------------------------------------------------------
 
 

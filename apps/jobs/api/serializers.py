@@ -71,7 +71,7 @@ class TaskRunSerializer(StrictModelSerializer):
         fields = [
             "id", "run", "node", "attempt", "status", "reason", "waiting_reason", "not_before", "exit_code",
             "cache_key", "cached_from", "output_dir", "output_digest", "resources", "usage", "created_at",
-            "queued_at", "started_at", "finished_at", "duration",
+            "queued_at", "started_at", "finished_at", "duration", "image_digest",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -285,7 +285,9 @@ class Controller:
         )
         tracked.state, tracked.reason, tracked.replicas = KubeWorkload.State.RUNNING, "", seen.replicas
         if started:
-            self.notices.put(("changed", (tracked, Phase.RUNNING, None)))
+            # The start carries the image the pods were started from (what the task really ran).
+            status = Status(Phase.RUNNING, replicas=seen.replicas, image_digest=seen.image_digest)
+            self.notices.put(("changed", (tracked, Phase.RUNNING, status)))
 
     def _read_events(self, link: Link, tracked: Tracked, pods: list[dict]) -> bool:
         """Events of pods still pending whose status does not say why (the scheduler's and kubelet's account),
@@ -356,7 +358,13 @@ class Controller:
                 finished_at=timezone.now(),
             )
             if ended:
-                status = Status(final.phase, exit_code=final.exit_code, reason=final.reason, replicas=final.replicas)
+                status = Status(
+                    final.phase,
+                    exit_code=final.exit_code,
+                    reason=final.reason,
+                    replicas=final.replicas,
+                    image_digest=final.image_digest,
+                )
                 self._tell(tracked, final.phase, status)
         finally:
             with self.closing_lock:

@@ -6,6 +6,7 @@ Pure functions over API dicts, so every reason can be tested from a realistic ob
             CreateContainerConfigError, CrashLoopBackOff …
 - failed:   OOMKilled, Evicted (with the kubelet's message), the exit code of the replica that failed
 - replicas: replica → pod phase (what `Status.replicas` reports)
+- image digest: the main container's `imageID`, the image that really ran (a tag can move; this cannot)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from apps.runtime.kubernetes.manifests import log_container
 from apps.runtime.workload import Phase
 
 # Waiting reasons that never pass by themselves: past a grace period the workload fails with them.
@@ -32,6 +34,7 @@ class Observed:
     exit_code: int | None = None
     replicas: dict[str, str] = field(default_factory=dict)
     fatal: bool = False  # waiting on something that will not pass (see FATAL_WAITING), past the grace period
+    image_digest: str = ""  # the main container's resolved image, once a pod has been started from it
 
 
 def _containers(pod: dict) -> list[dict]:
@@ -54,6 +57,21 @@ def container_started(pod: dict) -> bool:
         if "running" in state or "terminated" in state:
             return True
     return False
+
+
+def image_digest(pod: dict) -> str:
+    """The resolved image of the pod's main container (`imageID`, e.g. docker.io/library/python@sha256:…): the
+    container the workload's log comes from, else the first one (the builders put the task's container first;
+    operators add sidecars after it). Empty until the kubelet has created the container."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    main = log_container(pod)
+    if main is None:
+        containers = (pod.get("spec") or {}).get("containers") or []
+        main = containers[0].get("name") if containers else None
+    for status in statuses:
+        if main is None or status.get("name") == main:
+            return status.get("imageID") or ""
+    return ""
 
 
 def waiting_problem(pod: dict) -> tuple[str, str]:
@@ -132,7 +150,9 @@ def observe(
     events = events or {}
     ordered = sorted(pods, key=lambda p: (replica_of(p), (p.get("metadata") or {}).get("creationTimestamp") or ""))
     replicas = {replica_of(p): (p.get("status") or {}).get("phase") or "Pending" for p in ordered}
-    observed = Observed(phase, reason, replicas=replicas)
+    # Every replica runs the same image; the first pod that reports one says which.
+    digest = next((d for d in map(image_digest, ordered) if d), "")
+    observed = Observed(phase, reason, replicas=replicas, image_digest=digest)
     if phase == Phase.PENDING:
         for pod in ordered:
             problem, message = waiting_problem(pod)

@@ -112,3 +112,20 @@ def test_success_has_exit_code_zero_and_running_clears_the_reason():
     assert (done.phase, done.exit_code) == (Phase.SUCCEEDED, 0)
     running = observe({}, [pod(phase="Running")], phase_of=phase(Phase.RUNNING, "whatever"), replica_of=replica)
     assert running.reason == ""
+
+
+def test_the_image_digest_is_the_main_containers_image_id():
+    digest = "registry.example.com/team/train@sha256:" + "a" * 64
+    main = {"name": "main", "imageID": digest, "state": {"running": {}}}
+    sidecar = {"name": "queue-proxy", "imageID": "proxy@sha256:" + "b" * 64, "state": {"running": {}}}
+    started = pod(phase="Running", containers=[sidecar, main])
+    started["metadata"]["annotations"] = {"kubectl.kubernetes.io/default-container": "main"}
+    seen = observe({}, [started], phase_of=phase(Phase.RUNNING), replica_of=replica)
+    assert seen.image_digest == digest
+    # Without the annotation the pod's first container is the main one (the builders put it first).
+    del started["metadata"]["annotations"]
+    started["status"]["containerStatuses"] = [main, sidecar]
+    assert observe({}, [started], phase_of=phase(Phase.RUNNING), replica_of=replica).image_digest == digest
+    # Not pulled yet: the kubelet reports no image id, and nothing is recorded.
+    creating = pod(containers=[{**waiting("ContainerCreating"), "imageID": ""}])
+    assert observe({}, [creating], phase_of=phase(Phase.PENDING), replica_of=replica).image_digest == ""

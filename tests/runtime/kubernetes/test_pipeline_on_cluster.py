@@ -13,10 +13,13 @@ from apps.jobs.demo import populate
 from apps.jobs.dispatcher import TOKEN_PLACEHOLDER
 from apps.jobs.models import LogLine, RunStatus, TaskStatus
 from apps.jobs.services import save_pipeline, start_run
+from apps.models import services
 from apps.runtime.models import Cluster, KubeWorkload
-from tests.factories import ProjectFactory, UserFactory
+from tests.factories import ProjectFactory, UserFactory, experiment
 from tests.jobs.conftest import drive
 from tests.runtime.factories import bind
+from tests.runtime.kubernetes.conftest import wait_for
+from tests.runtime.kubernetes.fakeapi.simulator import image_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,6 +67,59 @@ def test_the_demo_pipeline_runs_green_on_the_cluster_with_each_tasks_log(project
     assert env["PORTAL_API_TOKEN"] != TOKEN_PLACEHOLDER  # a real token, limited to the project…
     assert all(t.api_token.project_id == project.pk for t in tasks.values())
     assert all(t.api_token.revoked_at is not None for t in tasks.values())  # …and revoked once the task ended
+
+
+def test_a_task_records_the_digest_of_the_image_its_pod_ran(project, cluster, fake, run_controller):
+    load_builtin_templates()
+    fake.sim.autopilot(outcome="succeeded", lines=1, delay=0.02)
+    run_controller()
+    wait_for_inventory(cluster)
+    pipeline = save_pipeline(
+        project,
+        project.created_by,
+        name="one",
+        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}}]},
+    )
+
+    run = drive(start_run(pipeline, project.created_by), timeout=60)
+
+    assert run.status == RunStatus.SUCCEEDED, run.reason
+    [task] = run.tasks.all()
+    [job] = fake.objects("batch", "jobs", "vision")
+    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert task.image_digest == image_id(image)
+    assert "@sha256:" in task.image_digest
+
+
+def test_the_tracked_run_of_a_task_gets_the_image_digest_once_the_pod_ran(project, cluster, fake, run_controller):
+    load_builtin_templates()
+    run_controller()
+    wait_for_inventory(cluster)
+    pipeline = save_pipeline(
+        project,
+        project.created_by,
+        name="one",
+        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}}]},
+    )
+    run = drive(start_run(pipeline, project.created_by), until=lambda r: fake.sim.workloads)
+    [task] = run.tasks.all()
+    [name] = fake.sim.workloads
+    # Created before the pod started (the image is not resolved yet): the tag comes when it is.
+    early = services.create_run(experiment(project, "exp"), user=project.created_by, source_task=task)
+    assert "portal.image.digest" not in dict(early.tags.values_list("key", "value"))
+
+    fake.sim.start(name)
+    task = wait_for(lambda: run.tasks.exclude(image_digest="").first(), message="no digest recorded")
+
+    [job] = fake.objects("batch", "jobs", "vision")
+    digest = image_id(job["spec"]["template"]["spec"]["containers"][0]["image"])
+    assert task.image_digest == digest
+    assert dict(early.tags.values_list("key", "value"))["portal.image.digest"] == digest
+    # Created once it is known: the tag is there from the start.
+    late = services.create_run(experiment(project, "exp"), user=project.created_by, source_task=task)
+    assert dict(late.tags.values_list("key", "value"))["portal.image.digest"] == digest
+    fake.sim.succeed(name)
+    assert drive(run).status == RunStatus.SUCCEEDED
 
 
 def test_a_distributed_node_streams_the_log_of_every_replica(project, cluster, fake, run_controller):

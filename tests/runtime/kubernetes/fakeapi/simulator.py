@@ -12,6 +12,7 @@ The pods each operator makes are in operators.py, the statuses each controller w
 from __future__ import annotations
 
 import copy
+import hashlib
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,15 @@ from tests.runtime.kubernetes.fakeapi.store import Key, Store, now_iso
 
 PODS: Key = ("", "pods")
 EVENTS: Key = ("", "events")
+
+
+def image_id(image: str) -> str:
+    """The `imageID` the fake kubelet reports for `image`: the repository, pinned by a digest of the name (a
+    real one is the registry's manifest digest, e.g. docker.io/library/python@sha256:…)."""
+    repository = image.split("@", 1)[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    return f"{repository}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
 
 
 @dataclass
@@ -126,7 +136,8 @@ class Simulator:
             {
                 "name": c["name"],
                 "image": c.get("image", ""),
-                "imageID": "",
+                # A real kubelet reports the resolved image once the container was created from it.
+                "imageID": image_id(c.get("image", "")) if "running" in state or "terminated" in state else "",
                 "ready": ready,
                 "restartCount": restarts,
                 "started": "running" in state,
