@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "apps.outbox",
     "apps.accounts",
     "apps.projects",
     "apps.runtime",
@@ -509,6 +510,8 @@ LOGGING = {
 }
 
 CELERY_BEAT_SCHEDULE = {
+    # Tasks that committed writes queued while the broker was down (apps/outbox): sent once it is back.
+    "drain-outbox": {"task": "apps.outbox.tasks.drain", "schedule": 5.0},
     "purge-expired-tokens": {"task": "apps.accounts.tasks.purge_expired_tokens", "schedule": 24 * 3600},
     # Level-triggered repair: runs whose events were lost, dead agents, due retries.
     "reconcile-runs": {"task": "apps.jobs.tasks.reconcile", "schedule": 10.0},

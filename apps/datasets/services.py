@@ -41,6 +41,7 @@ from apps.datasets.models import (
     VersionFile,
 )
 from apps.datasets.paths import clean_path
+from apps.outbox.services import enqueue
 from apps.projects.models import Project
 
 REF_RE = re.compile(r"^(?P<name>[^@\s]+)(?:@(?P<which>latest|\d+))?$")
@@ -101,7 +102,7 @@ def create_version(
         )
         if task_run is not None:
             record_usage(version, task_run=task_run, direction=Direction.WRITE)
-        transaction.on_commit(lambda: analyze_version.delay(version.pk))
+        enqueue(analyze_version, version.pk)  # through the outbox: sent after the commit, even if the broker is down
     return version
 
 

@@ -184,12 +184,23 @@ class PipelineRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The `Idempotency-Key` of the API request that started the run (unique per user) and a digest of that request:
+    # a retry with the same key gets this run back instead of a second one.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    request_digest = models.CharField(max_length=64, blank=True, default="")
 
     objects = PipelineRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        constraints = [models.UniqueConstraint(fields=["project", "number"], name="jobs_run_number_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "number"], name="jobs_run_number_unique"),
+            models.UniqueConstraint(
+                fields=["created_by", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="jobs_run_idempotency_key_unique",
+            ),
+        ]
         indexes = [models.Index(fields=["project", "status"])]
 
     def __str__(self) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from apps.jobs.models import (
 )
 from apps.jobs.placement import Pools
 from apps.jobs.references import check_references, pin
+from apps.outbox.services import enqueue
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.base import get_runtime
@@ -172,7 +175,7 @@ def _create_run(project: Project, user: Any, **fields: Any) -> PipelineRun:
 def _kick(run: PipelineRun) -> None:
     from apps.jobs.tasks import advance_run
 
-    transaction.on_commit(lambda: advance_run.delay(run.pk))
+    enqueue(advance_run, run.pk)  # through the outbox: a broker outage delays the run, never fails its start
 
 
 def start_run(
@@ -201,6 +204,49 @@ def start_run(
         )
         _kick(run)
     return run
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    """A client's idempotency key for a request that starts a run, and a digest of what that request asked (its
+    action, target and body): the same key with the same request is a retry, with another one a mistake."""
+
+    key: str
+    digest: str
+
+
+class KeyReused(Exception):
+    """The key already started a run for a different request."""
+
+
+def run_for_key(user: Any, request_key: RequestKey) -> PipelineRun | None:
+    """The run this user's request with this key started, if any (`KeyReused` when that was another request)."""
+    run = PipelineRun.objects.filter(created_by=user, idempotency_key=request_key.key).first()
+    if run is not None and run.request_digest != request_key.digest:
+        raise KeyReused(request_key.key)
+    return run
+
+
+def start_once(user: Any, request_key: RequestKey | None, start: Callable[[], PipelineRun]) -> tuple[PipelineRun, bool]:
+    """`start()` (a run start, retry or re-run by `user`) unless the request with this key already started a run:
+    (run, created). Two requests with one key at once make one run: the second waits on the unique key, rolls back
+    everything its start did (the run, its queued advance) and gets the first's run."""
+    if request_key is None:
+        return start(), True
+    existing = run_for_key(user, request_key)
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():
+            run = start()
+            run.idempotency_key, run.request_digest = request_key.key, request_key.digest
+            run.save(update_fields=["idempotency_key", "request_digest"])
+    except IntegrityError:
+        existing = run_for_key(user, request_key)
+        if existing is None:
+            raise
+        return existing, False
+    return run, True
 
 
 def cancel_run(run: PipelineRun) -> PipelineRun:

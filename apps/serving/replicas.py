@@ -20,7 +20,6 @@ from typing import Any
 
 import requests
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from apps.models import artifacts
@@ -289,15 +288,10 @@ def stop_replicas(replicas: list[Replica], reason: str = "", *, drain: bool = Tr
         cancel_due(ids, force=True)  # the runtime's rows change with ours; the agent is woken on commit
         return
 
-    def later() -> None:
-        from apps.serving.tasks import cancel_replicas
+    from apps.outbox.services import enqueue
+    from apps.serving.tasks import cancel_replicas
 
-        try:
-            cancel_replicas.apply_async((ids,), countdown=delay)
-        except Exception:  # no broker: the reconcile pass cancels them once drained
-            logger.warning("could not queue the stop of replicas %s", ids, exc_info=True)
-
-    transaction.on_commit(later)
+    enqueue(cancel_replicas, ids, countdown=delay)  # the reconcile pass also cancels drained replicas
 
 
 def cancel_due(ids: list[int] | None = None, *, force: bool = False) -> int:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import transaction
-
 logger = logging.getLogger(__name__)
 
 
@@ -19,12 +17,10 @@ def alias_saved(sender: type, instance: Any, **kwargs: Any) -> None:
     if not InferenceService.objects.filter(registered_model_id=model_id, follow_alias=alias).exists():
         return
 
-    def enqueue() -> None:
-        from apps.serving.tasks import follow_alias
+    from apps.outbox.services import enqueue
+    from apps.serving.tasks import follow_alias
 
-        follow_alias.delay(model_id, alias)
-
-    transaction.on_commit(enqueue)
+    enqueue(follow_alias, model_id, alias)  # after the commit, and once the broker is back if it is down
 
 
 def connect() -> None:

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.jobs import schedules, services, usage
+from apps.jobs.api import idempotency
 from apps.jobs.api.serializers import (
     ImageSerializer,
     JobTemplateSerializer,
@@ -111,12 +112,19 @@ class PipelineViewSet(ProjectScopedViewSet):
             layout=data.get("layout"),
         )  # fmt: skip
 
-    @extend_schema(request=None, responses={201: PipelineRunSerializer})
+    @extend_schema(
+        request=None,
+        parameters=[idempotency.PARAMETER],
+        responses={201: PipelineRunSerializer, 200: PipelineRunSerializer},
+    )
     @action(detail=True, methods=["post"])
     def run(self, request: Request, pk: str | None = None) -> Response:
-        """Start a run of this pipeline."""
-        run = services.start_run(self.get_object(), request.user, trigger="api" if request_token(request) else "manual")
-        return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
+        """Start a run of this pipeline (201). With an `Idempotency-Key`, a retry returns the same run (200)."""
+        pipeline = self.get_object()
+        trigger = "api" if request_token(request) else "manual"
+        return idempotency.start_response(
+            request, "run", pipeline.pk, lambda: services.start_run(pipeline, request.user, trigger=trigger)
+        )
 
     @extend_schema(responses={200: OpenApiResponse(description="The pipeline as YAML")})
     @action(detail=True, methods=["get"])
@@ -217,22 +225,32 @@ class PipelineRunViewSet(
         run = services.cancel_run(self.get_object())
         return Response(PipelineRunSerializer(run).data)
 
-    @extend_schema(request=None, responses={201: PipelineRunSerializer})
+    @extend_schema(
+        request=None,
+        parameters=[idempotency.PARAMETER],
+        responses={201: PipelineRunSerializer, 200: PipelineRunSerializer},
+    )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         """A new run that reuses every node that succeeded and runs the rest again."""
-        run = services.rerun_from(self.get_object(), request.user)
-        return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
+        run = self.get_object()
+        return idempotency.start_response(request, "retry", run.pk, lambda: services.rerun_from(run, request.user))
 
-    @extend_schema(request=RerunSerializer, responses={201: PipelineRunSerializer})
+    @extend_schema(
+        request=RerunSerializer,
+        parameters=[idempotency.PARAMETER],
+        responses={201: PipelineRunSerializer, 200: PipelineRunSerializer},
+    )
     @action(detail=True, methods=["post"])
     def rerun(self, request: Request, pk: str | None = None) -> Response:
         """A new run from `node`: it and everything downstream run again, the rest is reused."""
         run = self.get_object()  # 404/403 before any word on the body
         body = RerunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.rerun_from(run, request.user, node=body.validated_data.get("node"))
-        return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
+        node = body.validated_data.get("node")
+        return idempotency.start_response(
+            request, "rerun", run.pk, lambda: services.rerun_from(run, request.user, node=node)
+        )
 
 
 class TaskRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ProjectScopedGenericViewSet):

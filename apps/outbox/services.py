@@ -1,0 +1,99 @@
+"""Queue Celery tasks after a commit so that a broker outage delays the work but never loses it nor fails the write.
+
+`enqueue(task, *args)` writes a `PendingTask` in the caller's transaction and sends it once that commits; the row is
+deleted when the broker accepted the message. When the broker is down the write still commits and the request still
+answers as usual; the row stays, and `drain()` (a beat task run by the worker, every few seconds) sends it once the
+broker is back. A message can be sent twice (the process dies between the broker's yes and the delete): the tasks
+queued this way are idempotent, as every task here must be. See docs/architecture.md, "Queueing after a commit".
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+
+from apps.outbox.models import PendingTask
+
+log = logging.getLogger("portal.outbox")
+
+# How long the sender that took a row owns it: the process that wrote it (until it has tried once after the commit)
+# or a drain pass (until its try ends). Past it, a drain takes the row over.
+LEASE = timedelta(seconds=30)
+# A row the broker refused for another reason than being unreachable (a task this process does not know, a body it
+# cannot encode) waits this long before the next try, doubling up to the cap, so it never holds the others back.
+RETRY_BACKOFF = timedelta(seconds=30)
+RETRY_BACKOFF_MAX = timedelta(hours=1)
+BROKER_DOWN = (OperationalError, ConnectionError, OSError, TimeoutError)
+BATCH = 200
+
+
+def enqueue(task: Any, *args: Any, countdown: float | None = None, **kwargs: Any) -> PendingTask:
+    """Run Celery task `task(*args, **kwargs)` once the current transaction commits (at once outside one), not before
+    `countdown` seconds. Arguments must be JSON (ids, not objects)."""
+    now = timezone.now()
+    row = PendingTask.objects.create(
+        name=task.name,
+        args=list(args),
+        kwargs=kwargs,
+        eta=now + timedelta(seconds=countdown) if countdown else None,
+        due_at=now + LEASE,
+    )
+    transaction.on_commit(lambda: _send_after_commit(row), robust=True)
+    return row
+
+
+def drain(limit: int | None = None) -> int:
+    """Send the rows that are due (oldest first) and return how many the broker took. Stops at the first row the
+    broker cannot be reached for: it is still down, the rest would wait as long each."""
+    sent = 0
+    while limit is None or sent < limit:
+        now = timezone.now()
+        rows = list(PendingTask.objects.filter(due_at__lte=now).order_by("due_at", "pk")[:BATCH])
+        if not rows:
+            break
+        for row in rows:
+            # Claimed by a conditional update: of two drains (or a drain and the writer) only one sends it.
+            if not PendingTask.objects.filter(pk=row.pk, due_at=row.due_at).update(due_at=now + LEASE):
+                continue
+            outcome = _send(row)
+            if outcome is None:
+                return sent
+            sent += outcome
+    return sent
+
+
+def _send_after_commit(row: PendingTask) -> None:
+    # A drain may have taken the row over if the writer's transaction outlasted the lease.
+    if PendingTask.objects.filter(pk=row.pk, due_at=row.due_at).update(due_at=timezone.now() + LEASE):
+        _send(row)
+
+
+def _send(row: PendingTask) -> int | None:
+    """Hand `row` to the broker and forget it: 1 when sent, 0 when refused (tried again later), None when the broker
+    cannot be reached (the row is due again at once, for the next drain)."""
+    now = timezone.now()
+    options = {"eta": row.eta} if row.eta is not None and row.eta > now else {}
+    try:
+        current_app.tasks[row.name].apply_async(row.args, row.kwargs, **options)
+    except BROKER_DOWN as exc:
+        log.warning("the broker did not take %s (kept, sent again when it is back): %s", row, exc)
+        _failed(row, exc, now)
+        return None
+    except Exception as exc:
+        log.exception("could not send %s; trying again later", row)
+        _failed(row, exc, now + min(RETRY_BACKOFF * 2**row.attempts, RETRY_BACKOFF_MAX))
+        return 0
+    PendingTask.objects.filter(pk=row.pk).delete()
+    return 1
+
+
+def _failed(row: PendingTask, exc: Exception, due_at) -> None:
+    error = f"{type(exc).__name__}: {exc}"[:2000]
+    PendingTask.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, last_error=error, due_at=due_at)
