@@ -17,11 +17,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection, connections, transaction
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from apps.jobs.logindex import ChunkIndexer, Piece, candidates, run_task_ids, within
-from apps.jobs.models import LogLine, PipelineRun, TaskRun
+from apps.jobs.models import RUN_FINISHED, LogLine, PipelineRun, TaskRun
 from apps.projects.secrets import MASK, mask_values
 from apps.runtime.models import progress_marker
 from portal.lib.publish import publish
@@ -39,7 +39,7 @@ _COLUMNS = ("id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream"
 # Live batches and websocket messages carry lines as rows of these fields, in this order: a third of the
 # bytes of dicts and a third of the encoding time at every hop (publish, layer, consumer, browser).
 ROW_FIELDS = ("id", "task", "node", "attempt", "replica", "seq", "ts", "stream", "text")
-ROW_ID, ROW_TASK, ROW_REPLICA = 0, 1, 4
+ROW_ID, ROW_TASK, ROW_REPLICA, ROW_SEQ = 0, 1, 4, 5
 
 
 def run_log_group(run_id: int) -> str:
@@ -368,6 +368,39 @@ def backlog_rows(
     """`backlog` as rows in ROW_FIELDS order (what the websocket sends)."""
     rows = _backlog_qs(run, after_id, task_ids, replica)[:limit].values_list(*_COLUMNS)
     return [[*row[:6], row[6].isoformat(), row[7], row[8]] for row in rows]
+
+
+def task_rows(
+    task_id: int,
+    after_seq: int,
+    before_seq: int | None = None,
+    *,
+    after_id: int = 0,
+    replica: str | None = None,
+    limit: int = 5000,
+) -> list[list[Any]]:
+    """Stored lines of one attempt with `after_seq` < seq < `before_seq` (and id > `after_id`), as rows in seq order:
+    what a socket missed of it (through the `(task, seq)` index)."""
+    qs = LogLine.objects.filter(task_id=task_id, seq__gt=after_seq)
+    if before_seq is not None:
+        qs = qs.filter(seq__lt=before_seq)
+    if after_id:
+        qs = qs.filter(pk__gt=after_id)
+    if replica:
+        qs = qs.filter(replica=replica)
+    rows = qs.order_by("seq")[:limit].values_list(*_COLUMNS)
+    return [[*row[:6], row[6].isoformat(), row[7], row[8]] for row in rows]
+
+
+def last_seqs(run_id: int, task_ids: Iterable[int] | None = None) -> tuple[dict[int, int], bool]:
+    """({attempt id: its highest stored seq}, whether the run is finished): one index lookup per attempt."""
+    newest = LogLine.objects.filter(task_id=OuterRef("pk")).order_by("-seq").values("seq")[:1]
+    tasks = TaskRun.objects.filter(run_id=run_id)
+    if task_ids is not None:
+        tasks = tasks.filter(pk__in=list(task_ids))
+    seqs = {pk: last for pk, last in tasks.annotate(last=Subquery(newest)).values_list("pk", "last") if last}
+    status = PipelineRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    return seqs, status is None or status in RUN_FINISHED
 
 
 # The text index of migration jobs.0002 (not in the model state: vendor-specific, read only by `search`).

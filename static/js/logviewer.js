@@ -1,5 +1,6 @@
 // Live log viewer of a pipeline run (templates/jobs/partials/log_viewer.html).
-// The websocket sends the stored backlog, then live lines; on reconnect it resumes after the last id shown.
+// The websocket sends the stored backlog, then live lines; on reconnect it resumes after the last id shown and,
+// for each task attempt, after the highest seq shown (the server fills what never arrived from the store).
 // Filters reconnect from the start; a search result or the first error can be jumped to.
 (function () {
   "use strict";
@@ -51,6 +52,7 @@
 
     let socket = null;
     let lastId = 0; // highest id shown: the resume point
+    const lastSeq = new Map(); // task attempt id → highest seq shown (an attempt's lines come in seq order)
     const shown = new Set(); // ids in the DOM (lines of concurrent tasks can arrive out of id order)
     const replicas = new Set();
     let held = false; // after a jump: keep the lines around it instead of dropping the oldest
@@ -113,6 +115,7 @@
         }
         shown.add(line.id);
         if (line.id > lastId) lastId = line.id;
+        if (!(lastSeq.get(line.task) >= line.seq)) lastSeq.set(line.task, line.seq);
         fragment.appendChild(lineElement(line));
       }
       pane.appendChild(fragment);
@@ -134,6 +137,9 @@
       if (stopped || paused) return;
       const params = new URLSearchParams();
       if (lastId) params.set("after", String(lastId));
+      if (lastSeq.size) {
+        params.set("seen", Array.from(lastSeq, function (entry) { return entry[0] + ":" + entry[1]; }).join(","));
+      }
       if (nodeSelect.value) params.set("task", nodeSelect.value);
       if (replicaSelect.value) params.set("replica", replicaSelect.value);
       const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
@@ -183,6 +189,7 @@
       }
       pane.replaceChildren();
       shown.clear();
+      lastSeq.clear();
       lastId = after;
       paused = false;
       connect();

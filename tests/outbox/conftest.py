@@ -36,9 +36,9 @@ def celery_broker(url: str, transport: str | None, options: dict) -> Iterator[No
 
 
 def _forget_connections() -> None:
-    if app._pool is not None:
-        app._pool.force_close_all()
-    app._after_fork()  # drops the connection pool and the producer pool (no other receiver here)
+    # Drops the app's references to its connection and producer pools (kombu keeps the pools themselves, by broker
+    # URL, for when that broker is used again), as Celery does after a fork.
+    app._after_fork()
 
 
 @contextmanager
