@@ -6,12 +6,16 @@ Screenshots: test-results/e2e/<test>-<step>.png.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
+from apps.jobs import consumers
+from apps.jobs import logs as job_logs
+from apps.jobs.logs import LogWriter
 from apps.jobs.models import LogChunk, LogLine, PipelineRun, TaskRun
 from apps.jobs.services import start_run
 from tests.e2e.threads import elsewhere
@@ -75,3 +79,52 @@ def test_search_and_jump_to_the_first_error_in_a_stored_log(browsing, live_agent
     b.page.get_by_role("button", name="Jump to first error").click()
     expect(b.page.locator("[data-log-lines] .bg-warning-subtle")).to_contain_text("Traceback (most recent call last):")
     b.screenshot("2-first-error")
+
+
+def test_the_viewer_gets_lines_the_layer_lost_when_it_reconnects(browsing, world, monkeypatch):
+    """Lines published while the channel layer was down never reach the page. When its socket drops and it
+    reconnects, the page says which line of each attempt it has, and the server sends what is missing, even a line
+    whose id is below the highest id shown (it was stored before a line of another attempt that did arrive)."""
+    monkeypatch.setattr(consumers, "CATCH_UP_SECONDS", 3600)  # only the reconnect may fill the gap here
+    nodes = [{"name": "a", "args": {"code": "1"}}, {"name": "b", "args": {"code": "2"}}]
+    pipe = pipeline(world.project_a, world.alice, nodes)
+    run = start_run(pipe, world.alice)
+    task_a, task_b = (TaskRun.objects.create(run=run, node=node) for node in ("a", "b"))
+    sockets = []
+
+    def through_playwright(ws) -> None:  # forwards both ways; lets the test cut the page's side
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    b = browsing
+    b.page.route_web_socket(re.compile(r".*/ws/runs/\d+/logs/.*"), through_playwright)
+    b.log_in("alice", PASSWORD)
+    b.goto(f"/p/project-a/runs/{run.pk}/")
+    b.wait_for_scripts()
+    viewer = b.page.locator("[data-log-lines]")
+    write_lines(task_a, ["a first"])
+    expect(viewer).to_contain_text("a first")
+
+    real = job_logs.publish
+    monkeypatch.setattr(job_logs, "publish", refused)
+    write_lines(task_a, ["a lost while the layer was down"])
+    monkeypatch.setattr(job_logs, "publish", real)
+    write_lines(task_b, ["b first"])
+    expect(viewer).to_contain_text("b first")
+    expect(viewer).not_to_contain_text("a lost")
+
+    sockets[-1].close(code=4000, reason="network")  # as a dropped connection: the page reconnects
+    expect(viewer).to_contain_text("a lost while the layer was down")
+    assert f"seen={task_a.pk}%3A1%2C{task_b.pk}%3A1" in sockets[-1].url
+    expect(viewer.locator(".log-line")).to_have_count(3)
+    b.screenshot("gap-filled")
+
+
+def refused(group, message, **kwargs):
+    raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+
+def write_lines(task: TaskRun, texts: list[str]) -> None:
+    with LogWriter(task) as writer:
+        for text in texts:
+            writer.write("0", "stdout", text)
