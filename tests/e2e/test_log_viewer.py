@@ -125,6 +125,11 @@ def refused(group, message, **kwargs):
 
 
 def write_lines(task: TaskRun, texts: list[str]) -> None:
-    with LogWriter(task) as writer:
-        for text in texts:
-            writer.write("0", "stdout", text)
+    """Store and publish lines as the agent does, off Playwright's thread (see tests/e2e/threads.py)."""
+
+    def write() -> None:
+        with LogWriter(task) as writer:
+            for text in texts:
+                writer.write("0", "stdout", text)
+
+    elsewhere(write)
