@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from apps.jobs.logs import ROW_ID, ROW_REPLICA, ROW_SEQ, ROW_TASK, backlog_rows, last_seqs, run_log_group, task_rows
-from apps.jobs.models import PipelineRun
+from apps.jobs.models import PipelineRun, TaskRun
 from apps.jobs.orchestrator import run_status_snapshot
 
 CLOSE_BAD_REQUEST = 4400
@@ -76,6 +76,11 @@ def run_is_visible(user: Any, run_id: int) -> bool:
     return PipelineRun.objects.for_user(user).filter(pk=run_id).exists()
 
 
+@database_sync_to_async
+def attempts_exist(run_id: int, task_ids: frozenset[int]) -> bool:
+    return TaskRun.objects.filter(run_id=run_id, pk__in=list(task_ids)).exists()
+
+
 class RunLogConsumer(AsyncJsonWebsocketConsumer):
     """`ws/runs/<run_id>/logs/`: sends `{"type": "lines", "rows": [[id, task, node, attempt, replica, seq, ts,
     stream, text], ...]}` (apps.jobs.logs.ROW_FIELDS) and `{"type": "status", ...}`.
@@ -129,7 +134,9 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         snapshot = await database_sync_to_async(run_status_snapshot)(run_id)
         if snapshot is not None:
             await self.send_json({**snapshot, "type": "status"})
-        self.catching_up = asyncio.create_task(self.keep_caught_up())
+        if self.filter.task_ids is None or await attempts_exist(run_id, self.filter.task_ids):
+            # (A socket for status only, as the dashboards' `task=0`, has no lines to miss.)
+            self.catching_up = asyncio.create_task(self.keep_caught_up())
 
     async def reject(self, code: int) -> None:
         # Accept, then close with an application code: the browser then knows why and not to retry.

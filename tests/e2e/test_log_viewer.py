@@ -113,7 +113,8 @@ def test_the_viewer_gets_lines_the_layer_lost_when_it_reconnects(browsing, world
     expect(viewer).to_contain_text("b first")
     expect(viewer).not_to_contain_text("a lost")
 
-    sockets[-1].close(code=4000, reason="network")  # as a dropped connection: the page reconnects
+    [log_socket] = [ws for ws in sockets if "task=" not in ws.url]  # the run's status socket has `task=0`
+    log_socket.close(code=4000, reason="network")  # as a dropped connection: the page reconnects
     expect(viewer).to_contain_text("a lost while the layer was down")
     assert f"seen={task_a.pk}%3A1%2C{task_b.pk}%3A1" in sockets[-1].url
     expect(viewer.locator(".log-line")).to_have_count(3)
