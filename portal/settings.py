@@ -81,7 +81,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "portal.lib.untrusted.QueryStringMiddleware",  # a NUL in a query string is a 400, before any view
+    "portal.lib.untrusted.RequestLineMiddleware",  # a NUL in the path or query string is a 400, before any view
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",

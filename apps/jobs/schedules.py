@@ -27,13 +27,13 @@ def cron_fields_ok(cron: str) -> bool:
 
 def validate_schedule(cron: str, tz: str) -> None:
     errors = {}
-    if not cron_fields_ok(cron):
-        errors["cron"] = [
-            _("“%(cron)s” is not a cron expression of five fields: minute hour day month weekday (e.g. “0 3 * * *”).")
-            % {"cron": cron}
-        ]
-    elif not croniter.is_valid(cron):
+    if not croniter.is_valid(cron):
         errors["cron"] = [_("“%(cron)s” is not a cron expression (e.g. “0 3 * * *”).") % {"cron": cron}]
+    elif not cron_fields_ok(cron):
+        errors["cron"] = [
+            _("“%(cron)s” has %(n)s fields; use the five of cron: minute hour day month weekday (e.g. “0 3 * * *”).")
+            % {"cron": cron, "n": len(cron.split())}
+        ]
     else:
         try:  # "0 0 30 2 *" parses but never fires; croniter only finds out when asked for a date
             croniter(cron).get_next(datetime)

@@ -45,12 +45,9 @@ def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(untrusted.YamlLoader):
     """Safe loading without aliases (a few nested aliases expand to gigabytes once the spec is stored as JSON), and
-    without nesting past `untrusted.MAX_DEPTH`: the composer recurses once per level, so `[` × 50,000 was a
-    RecursionError (a 500) rather than a message."""
-
-    _depth = 0
+    without nesting past `untrusted.MAX_DEPTH` (`[` × 50,000 was a RecursionError, a 500)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -58,13 +55,7 @@ class _Loader(yaml.SafeLoader):
             raise yaml.composer.ComposerError(
                 None, None, "anchors and aliases (*name) are not supported", event.start_mark
             )
-        if self._depth >= untrusted.MAX_DEPTH:
-            raise yaml.composer.ComposerError(None, None, untrusted.depth_message(), self.peek_event().start_mark)
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+        return super().compose_node(parent, index)
 
 
 def dump_pipeline(name: str, description: str, spec: dict[str, Any]) -> str:

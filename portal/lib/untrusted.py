@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import yaml
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.translation import gettext as _
@@ -126,6 +127,22 @@ def validation_error(exc: UnsafeInput) -> ValidationError:
     return ValidationError({exc.field or api_settings.NON_FIELD_ERRORS_KEY: [exc.detail]})
 
 
+class YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing nesting past `MAX_DEPTH` with a ComposerError (a YAMLError, with its line and
+    column, like any syntax error): the composer recurses once per level, so `[` × 50,000 was a RecursionError."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self._depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(None, None, depth_message(), self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 class JSONParser(parsers.JSONParser):
     """DRF's JSON parser (the API's JSON bodies), refusing what `check` refuses with a 400 naming the field, and a
     document nested past the decoder's recursion limit with a 400 rather than a RecursionError (a 500)."""
@@ -142,16 +159,18 @@ class JSONParser(parsers.JSONParser):
         return data
 
 
-class QueryStringMiddleware:
-    """Refuses a query string holding a NUL (`?path=%00`) before any view: it would reach a database filter (a 500
-    on PostgreSQL) or a file path. Surrogates cannot come this way (Django decodes query strings with
-    replacement). The MLflow API answers in its own error shape; the rest of /api/ with DRF's field errors."""
+class RequestLineMiddleware:
+    """Refuses a path or a query string holding a NUL (`?path=%00`, `/logged-models/m%00/`) before any view: it
+    would reach a database filter (a 500 on PostgreSQL) or a file path. Surrogates cannot come this way (Django
+    decodes both with replacement). The MLflow API answers in its own error shape; the rest of /api/ with DRF's
+    field errors."""
 
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         try:
+            check(request.path_info, "url")
             check(request.GET)
         except UnsafeInput as exc:
             return self.refusal(request, exc)

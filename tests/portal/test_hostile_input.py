@@ -6,7 +6,8 @@ body, as tests/portal/test_api_write_contract.py discovers them), the MLflow API
 endpoint added later is fuzzed the day it exists.
 
 - Text and depth are refused at the door (`portal.lib.untrusted`): one request per operation and kind, with the value
-  in every field, answers 400 naming a field (the MLflow API: INVALID_PARAMETER_VALUE).
+  in every field, answers 400 naming a field (the MLflow API: INVALID_PARAMETER_VALUE); so does a NUL in the URL's
+  object id.
 - Numbers reach each endpoint's own validation: every field an endpoint takes (the MLflow API: every key its
   handler reads, recorded from a call with plausible values) is sent each huge number; none may answer 5xx.
 """
@@ -89,6 +90,10 @@ def test_every_json_write_refuses_hostile_input_without_a_5xx(world, staff_alice
         else:
             assert set(errors) <= set(fields), errors  # keyed by a field of the body
             assert "may not contain" in json.dumps(errors, ensure_ascii=False), errors
+    if "{" in path:  # a NUL in the object's id or slug: refused before the view looks it up
+        response = _send(staff_alice, method, re.sub(r"\{[^}]+\}", "x%00", path), "{}")
+
+        assert response.status_code == 400, (path, response.status_code, response.content[:300])
     # A serializer validates every field whatever the others hold: one body per number reaches them all.
     for number in HUGE_NUMBERS:
         response = _send(staff_alice, method, url, _body_with(fields, number))
@@ -190,6 +195,10 @@ def test_every_mlflow_route_refuses_hostile_input_without_a_5xx(monkeypatch, tra
 
         assert response.status_code == 400, (kind, endpoint, response.status_code, response.content[:300])
         assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE", response.content
+    if pattern.groupindex:  # a NUL in a path segment: refused before the handler looks it up
+        response = _call(client, tracked["token"], method, _concrete(pattern, {"model_id": "m%00", "key": "k%00"}), {})
+
+        assert response.status_code == 400, (endpoint, response.status_code, response.content[:300])
     # A handler stops at its first bad parameter: each key it reads gets each number, the others plausible values.
     plausible = _plausible(tracked, method)
     for key in keys:

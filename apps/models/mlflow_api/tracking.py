@@ -27,6 +27,7 @@ from apps.models.validation import (
     validate_batch_limits,
     validate_run_id,
 )
+from portal.lib import untrusted
 
 router = Router()
 DEFAULT_EXPERIMENT_ID = "0"
@@ -341,7 +342,9 @@ def log_model(caller: Caller, data: dict, _kw: dict) -> dict:
     run = get_run(caller, data, write=True)
     model_json = as_string(data.get("model_json"), "model_json", required=True)
     try:
-        entry = json.loads(model_json)
+        entry = untrusted.loads(model_json)
+    except untrusted.UnsafeInput as exc:
+        raise InvalidParameter(f"Invalid value for parameter 'model_json': {exc}") from None
     except ValueError:
         raise InvalidParameter("Invalid value for parameter 'model_json': not JSON.") from None
     tag = RunTag.objects.filter(run=run, key="mlflow.log-model.history").first()
