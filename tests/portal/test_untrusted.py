@@ -167,22 +167,22 @@ def test_numbers_within_bounds_pass():
 
 
 class QuotaNumbers(StrictModelSerializer):
-    gpus = serializers.IntegerField(required=False)  # declared without bounds: the column's are given
+    concurrent_runs = serializers.IntegerField(required=False)  # declared without bounds: the column's are given
 
     class Meta:
         model = Quota
-        fields = ["gpus"]
+        fields = ["concurrent_runs"]
 
 
 @pytest.mark.django_db
 def test_an_integer_field_declared_without_bounds_takes_its_model_columns():
     from django.db import connection
 
-    low, high = connection.ops.integer_field_range(Quota._meta.get_field("gpus").get_internal_type())
+    low, high = connection.ops.integer_field_range(Quota._meta.get_field("concurrent_runs").get_internal_type())
 
-    assert not QuotaNumbers(data={"gpus": high + 1}).is_valid()
-    assert not QuotaNumbers(data={"gpus": low - 1}).is_valid()
-    assert QuotaNumbers(data={"gpus": high}).is_valid()
+    assert not QuotaNumbers(data={"concurrent_runs": high + 1}).is_valid()
+    assert not QuotaNumbers(data={"concurrent_runs": low - 1}).is_valid()
+    assert QuotaNumbers(data={"concurrent_runs": high}).is_valid()
 
 
 def test_a_nul_in_the_path_is_refused_before_any_view():
@@ -193,3 +193,30 @@ def test_a_nul_in_the_path_is_refused_before_any_view():
 
     assert response.status_code == 400
     assert json.loads(response.content) == {"url": [NUL_MESSAGE]}
+
+
+# --- multipart JSON (DRF's JSONField decodes it itself, past the JSON parser) ----------------------------------------
+
+
+class WithSpec(StrictSerializer):
+    spec = serializers.JSONField()
+
+
+def multipart(spec: str) -> QueryDict:
+    data = QueryDict(mutable=True)
+    data["spec"] = spec
+    return data
+
+
+def test_multipart_json_nested_past_pythons_limit_is_refused_not_a_recursion_error():
+    serializer = WithSpec(data=multipart("[" * 50_000 + "]" * 50_000))
+
+    assert not serializer.is_valid()
+    assert serializer.errors == {"non_field_errors": [f"Nested deeper than {MAX_DEPTH} levels."]}
+
+
+def test_multipart_json_with_an_escaped_nul_is_refused_naming_the_field():
+    serializer = WithSpec(data=multipart('{"nodes": ["a\\u0000"]}'))
+
+    assert not serializer.is_valid()
+    assert serializer.errors == {"spec": ["nodes.0: Text may not contain NUL (\\u0000) characters."]}

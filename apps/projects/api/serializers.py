@@ -38,9 +38,9 @@ class StrictFieldsMixin:
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()  # type: ignore[misc]
         model = getattr(getattr(self, "Meta", None), "model", None)
-        for field in fields.values():
-            if not field.read_only:
-                untrusted.bound_number_field(field, _column_range(model, field.source))
+        for name, field in fields.items():
+            if not field.read_only:  # not bound yet: `source` is None unless it was given
+                untrusted.bound_number_field(field, _column_range(model, field.source or name))
         return fields
 
     def to_internal_value(self, data: Any) -> Any:
