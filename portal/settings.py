@@ -82,6 +82,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "portal.lib.untrusted.RequestLineMiddleware",  # a NUL in the path or query string is a 400, before any view
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -419,6 +420,12 @@ REST_FRAMEWORK = {
         "rest_framework.filters.SearchFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON bodies refuse NUL, lone surrogates and nesting past portal.lib.untrusted.MAX_DEPTH (a 400, not a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.lib.untrusted.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_RENDERER_CLASSES": [
         "portal.lib.jsonsafe.JSONRenderer",  # NaN/±Infinity (metric values) as strings, not a 500
         "rest_framework.renderers.BrowsableAPIRenderer",

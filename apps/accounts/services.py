@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +28,7 @@ def create_token(
     project: Any = None,
     scope: str = ApiToken.Scope.WRITE,
     days: int | None = None,
+    expires_at: datetime | None = None,
     via: ApiToken | None = None,
 ) -> tuple[ApiToken, str]:
     """Create a token and return it with its raw value, which is not stored and cannot be shown again.
@@ -40,16 +41,27 @@ def create_token(
         errors["name"] = [_("A name is required.")]
     if scope not in ApiToken.Scope.values:
         errors["scope"] = [_("Scope must be one of: %(choices)s.") % {"choices": ", ".join(ApiToken.Scope.values)}]
-    if days is not None and not 1 <= days <= settings.PORTAL_TOKEN_MAX_DAYS:
-        errors["days"] = [_("Expiry must be between 1 and %(max)d days.") % {"max": settings.PORTAL_TOKEN_MAX_DAYS}]
+    now = timezone.now()
+    max_days = settings.PORTAL_TOKEN_MAX_DAYS
+    if days is not None and expires_at is not None:
+        errors["expires_at"] = [_("Give either days or expires_at, not both.")]
+    elif days is not None and not 1 <= days <= max_days:
+        errors["days"] = [_("Expiry must be between 1 and %(max)d days.") % {"max": max_days}]
+    elif expires_at is not None and not now < expires_at <= now + timedelta(days=max_days):
+        errors["expires_at"] = [
+            _("The expiry must be in the future and at most %(max)d days away.") % {"max": max_days}
+        ]
+    elif days is not None:
+        expires_at = now + timedelta(days=days)
     if project is not None:
         from apps.projects.permissions import has_project_perm
 
         if not has_project_perm(user, project, "view_project"):
             errors["project"] = [_("You are not a member of this project.")]
     if via is not None:
-        for field, messages in _broader_than(via, project=project, scope=scope, days=days).items():
-            errors.setdefault(field, messages)
+        lifetime_field = "expires_at" if days is None and expires_at is not None else "days"
+        for field, messages in _broader_than(via, project=project, scope=scope, expires_at=expires_at).items():
+            errors.setdefault(lifetime_field if field == "expires_at" else field, messages)
     if errors:
         raise ValidationError(errors)
     raw = ApiToken.generate()
@@ -60,7 +72,7 @@ def create_token(
         scope=scope,
         prefix=raw[:12],
         digest=hash_token(raw),
-        expires_at=timezone.now() + timedelta(days=days) if days else None,
+        expires_at=expires_at,
     )
     return token, raw
 
@@ -82,18 +94,15 @@ def new_task_token(user: Any, *, name: str, project: Any, days: int) -> tuple[Ap
     return token, raw
 
 
-def _broader_than(via: ApiToken, *, project: Any, scope: str, days: int | None) -> dict[str, list[str]]:
+def _broader_than(via: ApiToken, *, project: Any, scope: str, expires_at: datetime | None) -> dict[str, list[str]]:
     """Field errors for each way a token created with `via` would reach further than `via` itself."""
     errors: dict[str, list[str]] = {}
     if via.project_id is not None and getattr(project, "pk", None) != via.project_id:
         errors["project"] = [_("This token is limited to one project; it can only create tokens for that project.")]
     if via.read_only and scope != ApiToken.Scope.READ:
         errors["scope"] = [_("This token is read-only; it can only create read-only tokens.")]
-    # Compare in seconds: an out-of-range `days` (already an error) must not overflow a timedelta here.
-    if via.expires_at is not None and (
-        days is None or days * 86400 > (via.expires_at - timezone.now()).total_seconds()
-    ):
-        errors["days"] = [_("This token expires; it cannot create a token that outlives it.")]
+    if via.expires_at is not None and (expires_at is None or expires_at > via.expires_at):
+        errors["expires_at"] = [_("This token expires; it cannot create a token that outlives it.")]
     return errors
 
 

@@ -18,13 +18,19 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from apps.jobs.args import FieldErrors, validate_args, validate_args_schema
-from apps.runtime.workload import Resources
+from apps.runtime.workload import MAX_AMOUNT, Resources
 
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,62})$")
 TEMPLATE_REF_RE = re.compile(r"^[-a-zA-Z0-9_]+(@[1-9][0-9]*)?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FAILURE_POLICIES = ("fail_fast", "continue")  # the values of models.FailurePolicy
 MAX_RETRIES = 10
+# Bounds of the numbers a spec holds: past them a value is a mistake, not a wish, and past the columns and timers
+# it reaches it failed when the run started (priority 2**63 overflowed `PipelineRun.priority`).
+MAX_PRIORITY = 1_000_000_000  # Kubernetes' bound for user priority classes; fits PipelineRun.priority (32 bits)
+MAX_TIMEOUT = 365 * 24 * 3600  # a year, in seconds
+MAX_BACKOFF = 24 * 3600  # a day between attempts
+MAX_PARALLELISM = 10_000
 
 SPEC_DEFAULTS: dict[str, Any] = {"parallelism": 0, "priority": 0, "failure_policy": "fail_fast", "env": {}}
 NODE_DEFAULTS: dict[str, Any] = {
@@ -137,10 +143,15 @@ def validate_spec(
             errors.add("spec", _("Unknown key “%(key)s”.") % {"key": key})
 
     result: dict[str, Any] = {key: copy.deepcopy(spec.get(key, default)) for key, default in SPEC_DEFAULTS.items()}
-    if not _is_int(result["parallelism"]) or result["parallelism"] < 0:
-        errors.add("parallelism", _("Must be a whole number, 0 (unlimited) or more."))
-    if not _is_int(result["priority"]):
-        errors.add("priority", _("Must be a whole number."))
+    if not _is_int(result["parallelism"]) or not 0 <= result["parallelism"] <= MAX_PARALLELISM:
+        errors.add(
+            "parallelism",
+            _("Must be a whole number from 0 (unlimited) to %(max)s.") % {"max": MAX_PARALLELISM},
+        )
+    if not _is_int(result["priority"]) or not -MAX_PRIORITY <= result["priority"] <= MAX_PRIORITY:
+        errors.add("priority", _("Must be a whole number from %(min)s to %(max)s.") % {
+            "min": -MAX_PRIORITY, "max": MAX_PRIORITY,
+        })  # fmt: skip
     if result["failure_policy"] not in FAILURE_POLICIES:
         errors.add("failure_policy", _("Must be one of: %(choices)s.") % {"choices": ", ".join(FAILURE_POLICIES)})
     _check_env(result["env"], "env", errors)
@@ -236,10 +247,16 @@ def _validate_node(
     retries, backoff, timeout = result["retries"], result["retry_backoff"], result["timeout"]
     if not _is_int(retries) or not 0 <= retries <= MAX_RETRIES:
         errors.add(f"{prefix}.retries", _("Must be a whole number from 0 to %(max)s.") % {"max": MAX_RETRIES})
-    if not _is_int(backoff) or backoff < 0:
-        errors.add(f"{prefix}.retry_backoff", _("Must be a whole number of seconds, 0 or more."))
-    if timeout is not None and (not _is_int(timeout) or timeout <= 0):
-        errors.add(f"{prefix}.timeout", _("Must be a whole number of seconds above 0, or empty for none."))
+    if not _is_int(backoff) or not 0 <= backoff <= MAX_BACKOFF:
+        errors.add(
+            f"{prefix}.retry_backoff",
+            _("Must be a whole number of seconds from 0 to %(max)s.") % {"max": MAX_BACKOFF},
+        )
+    if timeout is not None and (not _is_int(timeout) or not 0 < timeout <= MAX_TIMEOUT):
+        errors.add(
+            f"{prefix}.timeout",
+            _("Must be a whole number of seconds from 1 to %(max)s, or empty for none.") % {"max": MAX_TIMEOUT},
+        )
     for flag in ("skip", "cache"):
         if not isinstance(result[flag], bool):
             errors.add(f"{prefix}.{flag}", _("Must be true or false."))
@@ -297,7 +314,7 @@ def _check_resources(
             Resources.parse({field: value})
         except ValueError:
             bad = True
-            errors.add(f"{key}.{field}", _resource_message(field, value))
+            errors.add(f"{key}.{field}", resource_message(field, value))
     if bad:
         return merged
     resources = Resources.parse(merged)
@@ -340,14 +357,14 @@ def _check_resources(
     return result
 
 
-def _resource_message(field: str, value: Any) -> str:
+def resource_message(field: str, value: Any) -> str:
     if field not in _RESOURCE_FIELDS:
         return _("Unknown resource (use cpu, memory, gpu, gpu_type or vgpu).")
     if field == "memory":
         return _("“%(value)s” is not a memory size (use e.g. 512Mi, 2Gi or a number of bytes).") % {"value": value}
     if field == "vgpu":
         return _("Must be a mapping of vGPU resource to an amount of 0 or more, e.g. {memory: 8000}.")
-    return _("“%(value)s” is not a number of 0 or more.") % {"value": value}
+    return _("“%(value)s” is not a number from 0 to %(max)s.") % {"value": value, "max": int(MAX_AMOUNT)}
 
 
 def format_bytes(size: float) -> str:

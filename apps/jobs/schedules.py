@@ -18,10 +18,22 @@ log = logging.getLogger("portal.schedules")
 MAX_CATCHUP = 100  # never start more than this many missed runs in one tick
 
 
+def cron_fields_ok(cron: str) -> bool:
+    """Five fields (minute hour day month weekday) or a nickname (@daily). croniter also reads a sixth field as
+    seconds and a seventh as the year, so "0 0 * * * * *" meant every second: a run at every beat tick."""
+    fields = cron.split()
+    return len(fields) == 5 or (len(fields) == 1 and fields[0].startswith("@"))
+
+
 def validate_schedule(cron: str, tz: str) -> None:
     errors = {}
     if not croniter.is_valid(cron):
         errors["cron"] = [_("“%(cron)s” is not a cron expression (e.g. “0 3 * * *”).") % {"cron": cron}]
+    elif not cron_fields_ok(cron):
+        errors["cron"] = [
+            _("“%(cron)s” has %(n)s fields; use the five of cron: minute hour day month weekday (e.g. “0 3 * * *”).")
+            % {"cron": cron, "n": len(cron.split())}
+        ]
     else:
         try:  # "0 0 30 2 *" parses but never fires; croniter only finds out when asked for a date
             croniter(cron).get_next(datetime)
@@ -37,6 +49,8 @@ def validate_schedule(cron: str, tz: str) -> None:
 
 def due_dates(schedule: Schedule, now: datetime) -> list[datetime]:
     """Logical dates that are due and not started yet (all of them with catch-up, else the newest)."""
+    if not cron_fields_ok(schedule.cron):  # stored before validation refused it: never every second
+        raise ValueError(f"not a five-field cron expression: {schedule.cron!r}")
     tz = ZoneInfo(schedule.timezone)
     start = schedule.last_logical_date or (schedule.start_date - timedelta(microseconds=1))
     if not schedule.catchup:

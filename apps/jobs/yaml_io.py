@@ -18,6 +18,7 @@ from django.core.validators import validate_slug
 from django.utils.translation import gettext as _
 
 from apps.jobs.args import FieldErrors
+from portal.lib import untrusted
 
 API_VERSION = "portal/v1"
 KIND = "Pipeline"
@@ -44,8 +45,9 @@ def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe loading without aliases: a few nested aliases expand to gigabytes once the spec is stored as JSON."""
+class _Loader(untrusted.YamlLoader):
+    """Safe loading without aliases (a few nested aliases expand to gigabytes once the spec is stored as JSON), and
+    without nesting past `untrusted.MAX_DEPTH` (`[` × 50,000 was a RecursionError, a 500)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -83,6 +85,12 @@ def load_pipeline(text: str) -> tuple[str, str, dict[str, Any]]:
         raise ValidationError({"yaml": [_syntax_message(exc)]}) from None
     except yaml.YAMLError as exc:
         raise ValidationError({"yaml": [str(exc)]}) from None
+    except RecursionError:  # constructing is recursive too; the composer's limit is meant to come first
+        raise ValidationError({"yaml": [untrusted.depth_message()]}) from None
+    try:  # "\0" and "\ud800" are valid YAML escapes, and no column takes what they make
+        untrusted.check(document)
+    except untrusted.UnsafeInput as exc:
+        raise ValidationError({exc.path or "yaml": [exc.message]}) from None
     if document is None:
         raise ValidationError({"yaml": [_("The file is empty.")]})
     if not isinstance(document, dict):

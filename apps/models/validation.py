@@ -74,14 +74,20 @@ def check_length(entity: str, limit: int, value: str | None) -> None:
         raise InvalidParameter(f"'{entity}' exceeds the maximum length of {limit} characters")
 
 
-def as_string(value: Any, path: str, *, required: bool = False, default: str = "") -> str:
+def as_string(
+    value: Any, path: str, *, required: bool = False, default: str = "", max_length: int | None = None
+) -> str:
+    """`value` as text; `max_length`: the column's, so that a longer value is refused rather than a 500."""
     if value is None:
         if required:
             raise InvalidParameter(missing_value(path))
         return default
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise InvalidParameter(invalid_value(path, value))
-    return str(value)
+    text = str(value)
+    if max_length is not None:
+        check_length(path, max_length, text)
+    return text
 
 
 def as_int(value: Any, path: str, *, default: int | None = None, required: bool = False) -> int | None:
@@ -107,16 +113,16 @@ def as_float(value: Any, path: str) -> float:
     """A metric value: a JSON number, or protobuf-JSON's "NaN" / "Infinity" / "-Infinity"."""
     if isinstance(value, bool) or value is None:
         raise InvalidParameter(invalid_value(path, value, "Got invalid value. Metric values must be numeric."))
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        word = _FLOAT_WORDS.get(value.strip().lower())
-        if word is not None:
-            return word
-        try:
+    try:
+        if isinstance(value, (int, float)):
+            return float(value)  # an integer past a double's range (10**400) is an OverflowError
+        if isinstance(value, str):
+            word = _FLOAT_WORDS.get(value.strip().lower())
+            if word is not None:
+                return word
             return float(value)
-        except ValueError:
-            pass
+    except (ValueError, OverflowError):
+        pass
     raise InvalidParameter(invalid_value(path, value, "Got invalid value. Metric values must be numeric."))
 
 

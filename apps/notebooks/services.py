@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import shutil
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
 import requests
@@ -65,15 +65,26 @@ def require(allowed: bool) -> None:
 # --- Create and change ------------------------------------------------------------------------------------------
 
 
+MAX_AMOUNT = Decimal(1000)
+
+
+def _column_max(field: str) -> Decimal:
+    """The largest amount the notebook's decimal column `field` holds (gpu: 999.99): past it PostgreSQL refuses
+    the row ("numeric field overflow", a 500)."""
+    column = Notebook._meta.get_field(field)
+    return Decimal(10) ** (column.max_digits - column.decimal_places) - Decimal(10) ** -column.decimal_places
+
+
 def _resources(cpu: Any, memory: Any, gpu: Any, errors: dict[str, list[str]]) -> tuple[Decimal, int, Decimal]:
     def number(value: Any, field: str, minimum: Decimal) -> Decimal:
+        maximum = min(MAX_AMOUNT, _column_max(field).to_integral_value(rounding=ROUND_FLOOR))
         try:
             result = Decimal(str(value)).quantize(Decimal("0.01"))
         except (InvalidOperation, ValueError):
             errors[field] = [_("Give a number.")]
             return Decimal(0)
-        if not result.is_finite() or result < minimum or result > 1000:
-            errors[field] = [_("Give a number from %(min)s to 1000.") % {"min": minimum}]
+        if not result.is_finite() or result < minimum or result > maximum:
+            errors[field] = [_("Give a number from %(min)s to %(max)s.") % {"min": minimum, "max": maximum}]
         return result
 
     cpu_value = number(cpu, "cpu", Decimal("0.1"))
@@ -85,8 +96,10 @@ def _resources(cpu: Any, memory: Any, gpu: Any, errors: dict[str, list[str]]) ->
     except ValueError:
         errors["memory"] = [_("Give a size such as 512Mi, 4Gi or a number of bytes.")]
         memory_bytes = 0
-    if "memory" not in errors and not MIN_MEMORY <= memory_bytes <= 2**50:
+    if "memory" not in errors and memory_bytes < MIN_MEMORY:
         errors["memory"] = [_("Give at least 128Mi.")]
+    elif "memory" not in errors and memory_bytes > 2**50:
+        errors["memory"] = [_("Give at most 1Pi.")]
     return cpu_value, memory_bytes, gpu_value
 
 

@@ -21,6 +21,7 @@ from django.utils.translation import gettext as _
 from apps.projects.models import Project
 from apps.projects.permissions import projects_for
 from apps.runtime.models import Cluster, Operator, ProjectCluster
+from portal.lib import untrusted
 
 if TYPE_CHECKING:
     from apps.accounts.models import ApiToken
@@ -83,7 +84,7 @@ def _named(entries: Any, what: str) -> dict[str, dict]:
 def load_kubeconfig(text: str) -> dict[str, Any]:
     """The kubeconfig as a mapping; ValidationError on `kubeconfig` when it is not one (never echoes the text)."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=untrusted.YamlLoader)  # safe, and refuses nesting past its limit
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = _(" (line %(line)d)") % {"line": mark.line + 1} if mark is not None else ""

@@ -11,6 +11,10 @@ _MEMORY_UNITS = {
     "": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
     "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40,
 }  # fmt: skip
+# The most a replica may ask for: far past any machine, and small enough for every column, quantity and allocator
+# (a CPU of "NaN" or 1e308, or memory past 64 bits, reached the runtime and failed there).
+MAX_AMOUNT = 1_000_000.0
+MAX_MEMORY = 2**60
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 
@@ -21,12 +25,16 @@ def parse_memory(value: Any) -> int | None:
     if isinstance(value, bool):
         raise ValueError(f"not a memory size: {value!r}")
     if isinstance(value, int | float):
-        return int(value)
-    match = _MEMORY_RE.match(str(value))
-    if not match:
-        raise ValueError(f"not a memory size: {value!r} (use e.g. 512Mi, 2Gi or a number of bytes)")
-    number, unit = match.groups()
-    return int(float(number) * _MEMORY_UNITS[(unit or "").lower()])
+        size = value
+    else:
+        match = _MEMORY_RE.match(str(value))
+        if not match:
+            raise ValueError(f"not a memory size: {value!r} (use e.g. 512Mi, 2Gi or a number of bytes)")
+        number, unit = match.groups()
+        size = float(number) * _MEMORY_UNITS[(unit or "").lower()]
+    if not 0 <= size <= MAX_MEMORY:  # NaN too: a bound no column, quantity or allocator takes
+        raise ValueError(f"not a memory size: {value!r} (at most {MAX_MEMORY} bytes)")
+    return int(size)
 
 
 def format_memory(size: int) -> str:
@@ -47,8 +55,12 @@ def _number(value: Any, name: str, default: float = 0.0) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name}: not a number: {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{name}: not a number: {value!r}")
     if number < 0:
         raise ValueError(f"{name}: cannot be negative ({value!r})")
+    if number > MAX_AMOUNT:
+        raise ValueError(f"{name}: at most {MAX_AMOUNT:g} ({value!r})")
     return number
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.accounts.models import ApiToken, hash_token
@@ -277,3 +280,53 @@ def test_a_project_token_cannot_change_the_account(world):
     assert response.status_code == 403
     world.alice.refresh_from_db()
     assert world.alice.email == "alice@example.com"
+
+
+# --- expires_at (issue 27: it was read-only, so a given expiry was dropped and the token never expired) --------
+
+
+def test_create_with_expires_at_makes_a_token_that_expires_then(alice_api, world):
+    when = timezone.now() + timedelta(days=3)
+
+    response = alice_api.post(LIST_URL, {"name": "ci", "expires_at": when.isoformat()}, format="json")
+
+    assert response.status_code == 201, response.content
+    token = ApiToken.objects.get(user=world.alice, name="ci")
+    assert token.expires_at == when
+    assert response.json()["expires_at"] is not None
+
+
+@pytest.mark.parametrize("offset", [timedelta(days=-1), timedelta(days=400)])
+def test_create_with_expires_at_in_the_past_or_too_far_is_400_on_expires_at(alice_api, settings, world, offset):
+    settings.PORTAL_TOKEN_MAX_DAYS = 365
+    when = timezone.now() + offset
+
+    response = alice_api.post(LIST_URL, {"name": "ci", "expires_at": when.isoformat()}, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"expires_at": ["The expiry must be in the future and at most 365 days away."]}
+    assert not ApiToken.objects.filter(user=world.alice, name="ci").exists()
+
+
+def test_create_with_both_days_and_expires_at_is_400(alice_api, world):
+    when = timezone.now() + timedelta(days=3)
+
+    response = alice_api.post(LIST_URL, {"name": "ci", "days": 3, "expires_at": when.isoformat()}, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"expires_at": ["Give either days or expires_at, not both."]}
+
+
+def test_an_expiring_token_cannot_create_a_token_whose_expires_at_outlives_it(world):
+    client = token_client(world.alice, days=10)
+
+    longer = client.post(
+        LIST_URL, {"name": "l", "expires_at": (timezone.now() + timedelta(days=30)).isoformat()}, format="json"
+    )
+    shorter = client.post(
+        LIST_URL, {"name": "s", "expires_at": (timezone.now() + timedelta(days=5)).isoformat()}, format="json"
+    )
+
+    assert longer.status_code == 400
+    assert list(longer.json()) == ["expires_at"]
+    assert shorter.status_code == 201, shorter.content

@@ -134,6 +134,17 @@ def test_the_preview_endpoint_answers_rows_and_refuses_unsupported_formats(world
     assert Blob.objects.count() == blobs_before
 
 
+@pytest.mark.parametrize("action", ["preview", "thumbnail"])
+def test_a_nul_in_the_path_is_a_400_naming_path_not_a_500(world, action):
+    """`?path=iris.csv%00` reached the database filter (PostgreSQL refuses a NUL in text: a 500)."""
+    version = dataset_version(dataset(world.project_a, world.alice), {"iris.csv": CSV})
+
+    response = user_client(world.bob).get(f"/api/v1/dataset-versions/{version.pk}/{action}/?path=iris.csv%00")
+
+    assert response.status_code == 400
+    assert response.json() == {"path": ["Text may not contain NUL (\\u0000) characters."]}
+
+
 def test_the_thumbnail_endpoint_serves_a_png(world):
     version = dataset_version(dataset(world.project_a, world.alice), {"cat.png": _png()})
     response = user_client(world.alice).get(f"/api/v1/dataset-versions/{version.pk}/thumbnail/?path=cat.png")

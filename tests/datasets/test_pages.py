@@ -58,6 +58,17 @@ def test_preview_partial_and_no_preview_message(world, client, versions):
     assert "No preview for .xyz files" in none.content.decode()
 
 
+def test_a_nul_in_the_preview_path_is_a_400_not_a_500(world, client, versions):
+    v1, _v2 = versions
+    client.force_login(world.alice)
+    url = reverse("datasets:version-preview", kwargs={"project": "project-a", "pk": v1.pk})
+
+    response = client.get(url + "?path=iris.csv%00")
+
+    assert response.status_code == 400
+    assert "NUL" in response.content.decode()
+
+
 def test_diff_page(world, client, versions):
     _v1, v2 = versions
     client.force_login(world.alice)

@@ -279,9 +279,9 @@ def test_it_reports_bad_resources_on_their_own_field():
     spec = {"nodes": [node("a", resources={"cpu": "lots", "memory": "2 gigs", "gpu": -1, "disk": "10Gi", "vgpu": 3})]}
 
     assert errors_of(spec) == {
-        "nodes.a.resources.cpu": ["“lots” is not a number of 0 or more."],
+        "nodes.a.resources.cpu": ["“lots” is not a number from 0 to 1000000."],
         "nodes.a.resources.memory": ["“2 gigs” is not a memory size (use e.g. 512Mi, 2Gi or a number of bytes)."],
-        "nodes.a.resources.gpu": ["“-1” is not a number of 0 or more."],
+        "nodes.a.resources.gpu": ["“-1” is not a number from 0 to 1000000."],
         "nodes.a.resources.disk": ["Unknown resource (use cpu, memory, gpu, gpu_type or vgpu)."],
         "nodes.a.resources.vgpu": [
             "Must be a mapping of vGPU resource to an amount of 0 or more, e.g. {memory: 8000}."
@@ -342,8 +342,8 @@ def test_it_reports_every_bad_field_at_once():
 
     assert errors_of(spec) == {
         "spec": ["Unknown key “schedule”."],
-        "parallelism": ["Must be a whole number, 0 (unlimited) or more."],
-        "priority": ["Must be a whole number."],
+        "parallelism": ["Must be a whole number from 0 (unlimited) to 10000."],
+        "priority": ["Must be a whole number from -1000000000 to 1000000000."],
         "failure_policy": ["Must be one of: fail_fast, continue."],
         "env.SEED": ['Must be text (quote it in YAML: "42").'],
         "env": ["“bad name” is not a valid variable name."],
@@ -351,13 +351,13 @@ def test_it_reports_every_bad_field_at_once():
         "nodes.a.depends_on": ["Must be a list of node names."],
         "nodes.a.resources": ["Must be a mapping of cpu, memory and gpu."],
         "nodes.a.retries": ["Must be a whole number from 0 to 10."],
-        "nodes.a.retry_backoff": ["Must be a whole number of seconds, 0 or more."],
-        "nodes.a.timeout": ["Must be a whole number of seconds above 0, or empty for none."],
+        "nodes.a.retry_backoff": ["Must be a whole number of seconds from 0 to 86400."],
+        "nodes.a.timeout": ["Must be a whole number of seconds from 1 to 31536000, or empty for none."],
         "nodes.a.skip": ["Must be true or false."],
         "nodes.a.cache": ["Must be true or false."],
         "nodes.a.env": ["Must be a mapping of variable name to text."],
         "nodes.b.retries": ["Must be a whole number from 0 to 10."],
-        "nodes.b.timeout": ["Must be a whole number of seconds above 0, or empty for none."],
+        "nodes.b.timeout": ["Must be a whole number of seconds from 1 to 31536000, or empty for none."],
     }
 
 

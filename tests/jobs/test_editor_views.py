@@ -338,3 +338,27 @@ def test_what_the_editor_saves_is_what_yaml_and_the_api_read(alice, world):
     # Saving from the YAML editor afterwards keeps the editor's layout.
     alice.post(url("pipeline-detail", pk=pk), {"yaml": text})
     assert Pipeline.objects.get(pk=pk).layout == layout
+
+
+# --- hostile input (issue 27) -------------------------------------------------------------------------------------
+
+
+def test_validate_refuses_a_nul_in_the_spec_naming_where(alice, pipe):
+    spec = {"nodes": [{"name": "a", "template": "py", "args": {"code": "1\x00"}}]}
+
+    response = validate(alice, {"spec": spec})
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "valid": False,
+        "errors": {"spec": ["nodes.0.args.code: Text may not contain NUL (\\u0000) characters."]},
+    }
+
+
+def test_validate_refuses_a_spec_nested_50000_deep(alice, pipe):
+    body = '{"spec": ' + "[" * 50_000 + "]" * 50_000 + "}"
+
+    response = alice.post(url("pipeline-validate"), body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json() == {"valid": False, "errors": {"spec": ["Nested deeper than 100 levels."]}}

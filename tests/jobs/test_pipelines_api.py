@@ -6,6 +6,8 @@ Who may reach which endpoint is test_access_matrix.py's job; these tests check c
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -299,3 +301,109 @@ def test_an_outsider_cannot_see_the_pipeline_to_run_it(world):
 
     assert response.status_code == 404
     assert not PipelineRun.objects.exists()
+
+
+# --- hostile bytes and shapes (issue 27) ------------------------------------------------------------------------
+
+HOSTILE_TEXT = [pytest.param("\x00", "NUL", id="nul"), pytest.param("\ud800", "lone surrogates", id="surrogate")]
+
+
+def spec_with_code(code: str) -> dict:
+    return {"nodes": [{"name": "fit", "template": "py", "args": {"code": code}}]}
+
+
+@pytest.mark.parametrize(("char", "named"), HOSTILE_TEXT)
+def test_a_nul_or_a_lone_surrogate_in_an_argument_is_a_400_naming_the_field(alice, world, char, named):
+    body = {"project": "project-a", "name": "pipe", "spec": spec_with_code(f"print(1){char}")}
+
+    # Sent as JSON escapes, as a client does (a lone surrogate cannot even be encoded as UTF-8).
+    response = alice.post(LIST_URL, json.dumps(body), content_type="application/json")
+
+    assert response.status_code == 400, response.content
+    [message] = response.json()["spec"]
+    assert message.startswith("nodes.0.args.code: Text may not contain")
+    assert named in message
+    assert not Pipeline.objects.exists()
+
+
+def test_a_spec_nested_50000_deep_is_a_400_not_a_recursion_error(alice, world):
+    body = '{"project": "project-a", "name": "deep", "spec": ' + "[" * 50_000 + "]" * 50_000 + "}"
+
+    response = alice.post(LIST_URL, body, content_type="application/json")
+
+    assert response.status_code == 400, response.content
+    assert response.json() == {"detail": "Nested deeper than 100 levels."}
+
+
+@pytest.mark.parametrize(("char", "named"), HOSTILE_TEXT)
+def test_an_import_with_a_nul_or_a_lone_surrogate_escape_is_a_400_naming_the_field(alice, world, char, named):
+    escape = "\\0" if char == "\x00" else "\\ud800"
+    text = (
+        'apiVersion: portal/v1\nkind: Pipeline\nmetadata: {name: hostile}\nspec:\n  nodes:\n'
+        f'  - {{name: fit, template: py, args: {{code: "print(1){escape}"}}}}\n'
+    )  # fmt: skip
+
+    response = alice.post(IMPORT_URL, {"project": "project-a", "yaml": text}, format="json")
+
+    assert response.status_code == 400, response.content
+    [message] = response.json()["spec.nodes.0.args.code"]
+    assert named in message
+    assert not Pipeline.objects.exists()
+
+
+@pytest.mark.parametrize("text", ["[" * 50_000, "- " * 50_000 + "x", "a: {" * 5_000])
+def test_an_import_nested_deeper_than_the_limit_is_a_400(alice, world, text):
+    response = alice.post(IMPORT_URL, {"project": "project-a", "yaml": text}, format="json")
+
+    assert response.status_code == 400, response.content
+    [message] = response.json()["yaml"]
+    assert message.endswith("Nested deeper than 100 levels.")
+
+
+@pytest.mark.parametrize("cpu", ["NaN", "nan", "Infinity", "-inf", 1e308])
+def test_a_cpu_that_is_no_amount_is_refused_when_saved(alice, world, cpu):
+    spec = spec_with_code("1")
+    spec["nodes"][0]["resources"] = {"cpu": cpu}
+
+    response = create(alice, world.project_a, spec)
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["nodes.fit.resources.cpu"]
+    assert not Pipeline.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("priority", 2**63),
+        ("priority", -(2**63)),
+        ("priority", 1_000_000_001),
+        ("parallelism", 2**31),
+    ],
+)
+def test_a_spec_number_past_its_bound_is_refused_when_saved(alice, world, field, value):
+    response = create(alice, world.project_a, {**spec_with_code("1"), field: value})
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == [field]
+    assert not Pipeline.objects.exists()
+
+
+@pytest.mark.parametrize(("field", "value"), [("timeout", 10**12), ("retry_backoff", 2**63), ("timeout", 0)])
+def test_a_node_number_past_its_bound_is_refused_when_saved(alice, world, field, value):
+    spec = spec_with_code("1")
+    spec["nodes"][0][field] = value
+
+    response = create(alice, world.project_a, spec)
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == [f"nodes.fit.{field}"]
+
+
+def test_the_largest_priority_is_saved_and_starts(alice, world):
+    pk = create(alice, world.project_a, {**spec_with_code("1"), "priority": 1_000_000_000}).json()["id"]
+
+    response = alice.post(detail_url(pk, "run"))
+
+    assert response.status_code == 201, response.content
+    assert PipelineRun.objects.get().priority == 1_000_000_000

@@ -59,6 +59,22 @@ def test_it_rejects_a_bad_cron_on_the_cron_field(cron):
     assert caught.value.message_dict == {"cron": [f"“{cron}” is not a cron expression (e.g. “0 3 * * *”)."]}
 
 
+@pytest.mark.parametrize("cron", ["0 0 * * * * *", "* * * * * 0 2030", "0 3 * * * 30", "*/5 * * * * *"])
+def test_it_rejects_croniters_seconds_and_years_fields(cron):
+    """croniter reads a sixth field as seconds and a seventh as the year: "0 0 * * * * *" fired every second, so a
+    run started at every beat tick."""
+    with pytest.raises(ValidationError) as caught:
+        validate_schedule(cron, "UTC")
+
+    [message] = caught.value.message_dict["cron"]
+    assert f"has {len(cron.split())} fields; use the five of cron" in message
+
+
+@pytest.mark.parametrize("cron", ["@daily", "@hourly", "0 3 * * *"])
+def test_nicknames_and_five_fields_pass(cron):
+    validate_schedule(cron, "UTC")
+
+
 @pytest.mark.parametrize("tz", ["Mars/Olympus_Mons", "../../etc/passwd", ""])
 def test_it_rejects_an_unknown_time_zone_on_the_timezone_field(tz):
     with pytest.raises(ValidationError) as caught:
@@ -228,6 +244,27 @@ def test_a_schedule_that_cannot_be_evaluated_does_not_stall_the_others(pipe, cap
 
     assert list(PipelineRun.objects.values_list("schedule", flat=True)) == [fine.pk]
     assert f"schedule {broken.pk} cannot be evaluated" in caplog.text
+
+
+def test_a_stored_seven_field_cron_never_starts_a_run_per_tick(pipe, caplog):
+    broken = schedule_of(pipe)
+    Schedule.objects.filter(pk=broken.pk).update(cron="0 0 * * * * *")  # stored before validation refused it
+
+    assert tick(now=at(5, 12)) == 0
+    assert tick(now=at(5, 12, 1)) == 0
+
+    assert not PipelineRun.objects.exists()
+    assert f"schedule {broken.pk} cannot be evaluated: not a five-field cron expression" in caplog.text
+
+
+def test_create_with_a_seven_field_cron_is_an_error_on_cron(world, pipe):
+    body = {"pipeline": pipe.pk, "cron": "0 0 * * * * *"}
+
+    response = user_client(world.alice).post(LIST_URL, body, format="json")
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["cron"]
+    assert not Schedule.objects.exists()
 
 
 def test_a_disabled_schedule_starts_nothing(pipe):

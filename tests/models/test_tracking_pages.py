@@ -271,6 +271,18 @@ def test_artifact_previews_text_json_csv_and_images(world, client, stored):
     assert "No preview" in binary
 
 
+def test_a_json_artifact_nested_past_the_recursion_limit_is_shown_as_it_is(world, client, runs):
+    run = runs[0]
+    text = b"[" * 50_000 + b"]" * 50_000
+    artifacts.save(f"{run.artifact_uri.removeprefix('mlflow-artifacts:/')}/deep.json", io.BytesIO(text))
+    client.force_login(world.alice)
+
+    response = client.get(artifacts_url(run, path="deep.json"), HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 200
+    assert "[[[[[[" in response.content.decode()
+
+
 def test_artifact_downloads_are_attachments_except_inline_images(world, client, stored):
     client.force_login(world.alice)
     url = reverse("models:run-artifact-download", kwargs={"project": "project-a", "pk": stored.pk})

@@ -142,3 +142,37 @@ def test_the_project_default_idle_timeout_is_a_project_setting(world):
     assert alice.patch("/api/v1/projects/project-a/", {"notebook_idle_timeout": 0}, format="json").status_code == 400
     notebook(world.project_a, world.bob)
     assert user_client(world.bob).get(URL).json()["results"][0]["effective_idle_timeout"] == 45
+
+
+# --- numbers past their columns (issue 27: gpu 1000 overflowed the decimal column, a 500) -----------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("gpu", 1000, "Give a number from 0 to 999."),
+        ("gpu", "1e9", "Give a number from 0 to 999."),
+        ("cpu", 1001, "Give a number from 0.1 to 1000."),
+        ("cpu", "NaN", "Give a number from 0.1 to 1000."),
+        ("cpu", "Infinity", "Give a number."),
+        ("memory", 2**55, "Give at most 1Pi."),
+        ("memory", 2**80, "Give a size such as 512Mi, 4Gi or a number of bytes."),
+    ],
+)
+def test_an_amount_past_its_column_is_a_400_naming_the_field(world, field, value, message):
+    body = {"project": "project-a", "name": "big", field: value}
+
+    response = user_client(world.alice).post(URL, body, format="json")
+
+    assert response.status_code == 400, response.content
+    assert response.json() == {field: [message]}
+    assert not Notebook.objects.exists()
+
+
+def test_an_idle_timeout_past_its_column_is_a_400(world):
+    body = {"project": "project-a", "name": "big", "idle_timeout": 2**63}
+
+    response = user_client(world.alice).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["idle_timeout"]

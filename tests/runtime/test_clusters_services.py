@@ -36,6 +36,7 @@ def test_it_accepts_a_kubeconfig_and_returns_the_context_used():
         ("apiVersion: v1\nkind: Config\n", "YAML mapping"),
         ("contexts: []\n", "defines no contexts"),
         ("contexts: [nope]\n", "each with a name"),
+        ("[" * 50_000, "Not valid YAML (line 1)"),  # nested past the limit: not a RecursionError (a 500)
     ],
 )
 def test_it_names_what_is_wrong_with_a_malformed_kubeconfig(text, fragment):

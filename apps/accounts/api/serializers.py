@@ -13,6 +13,10 @@ class ApiTokenSerializer(StrictModelSerializer):
     days = serializers.IntegerField(
         write_only=True, required=False, allow_null=True, help_text=_("Expire after this many days (empty: never).")
     )
+    # Writable when creating (it was read-only, so a given expiry was dropped and the token never expired).
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text=_("Expire at this time (or give days; neither: never).")
+    )
     is_active = serializers.BooleanField(read_only=True)
 
     class Meta:
@@ -30,7 +34,7 @@ class ApiTokenSerializer(StrictModelSerializer):
             "is_active",
             "days",
         ]
-        read_only_fields = ["id", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+        read_only_fields = ["id", "prefix", "created_at", "last_used_at", "revoked_at"]
 
 
 class NewApiTokenSerializer(ApiTokenSerializer):

@@ -68,6 +68,7 @@ class ApiTokenViewSet(
             project=data.get("project"),
             scope=data.get("scope", ApiToken.Scope.WRITE),
             days=data.get("days"),
+            expires_at=data.get("expires_at"),
             via=request_token(self.request),
         )
         token.token = raw

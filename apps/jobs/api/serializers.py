@@ -5,11 +5,13 @@ from typing import Any
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
+from apps.jobs.dag import ENV_NAME_RE, MAX_TIMEOUT, resource_message
 from apps.jobs.forms import registry_credential_errors
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.projects.api.base import request_token
 from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 from apps.runtime.kubernetes.manifests import FRAMEWORKS
+from apps.runtime.workload import Resources
 
 
 def _framework_choices() -> list[str]:
@@ -39,6 +41,43 @@ class JobTemplateSerializer(StrictModelSerializer):
             "workdir", "env", "args_schema", "resources", "kind", "framework", "replicas", "timeout", "created_at",
         ]  # fmt: skip
         read_only_fields = ["version", "created_at"]
+        extra_kwargs = {"timeout": {"min_value": 1, "max_value": MAX_TIMEOUT}}
+
+    def validate_command(self, value: Any) -> list[str]:
+        # A string would be run character by character ("python" as "p", "y", ...): the entrypoint is a list.
+        if value is None:  # a multipart "null": the strict null check names it
+            return value
+        if not isinstance(value, list) or not all(isinstance(part, str) for part in value):
+            raise serializers.ValidationError(
+                _('Give the entrypoint as a list of strings, e.g. ["python", "train.py"].')
+            )
+        return value
+
+    def validate_resources(self, value: Any) -> dict[str, Any]:
+        """The defaults every node starts from, checked as a node's own would be (no negative, NaN or absurd
+        amounts: they failed only when a run started)."""
+        if value is None:
+            return value
+        if not isinstance(value, dict):
+            raise serializers.ValidationError(_("Must be a mapping of cpu, memory and gpu."))
+        errors = {}
+        for field, amount in value.items():
+            try:
+                Resources.parse({field: amount})
+            except ValueError:
+                errors[field] = [resource_message(field, amount)]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+    def validate_env(self, value: Any) -> dict[str, str]:
+        if value is None:
+            return value
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and ENV_NAME_RE.match(k) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise serializers.ValidationError(_("Must be a mapping of variable name to text."))
+        return value
 
 
 class PipelineSerializer(StrictModelSerializer):

@@ -9,7 +9,6 @@ without saving it.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -26,6 +25,7 @@ from apps.jobs.models import JobTemplate, Pipeline
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
+from portal.lib import untrusted
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # a spec is small; the request limit of the site is larger for uploads
 MAX_NAME_LENGTH = 100  # Pipeline.name
@@ -161,7 +161,9 @@ def pipeline_validate(request: HttpRequest, project: Project) -> JsonResponse:
     if len(request.body) > MAX_BODY_BYTES:
         return JsonResponse({"valid": False, "errors": {"spec": [_("The spec is too large.")]}}, status=400)
     try:
-        body = json.loads(request.body or b"{}")
+        body = untrusted.loads(request.body or b"{}")
+    except untrusted.UnsafeInput as exc:  # NUL, a lone surrogate or nesting past the limit: a 400 on its field
+        return JsonResponse({"valid": False, "errors": {exc.field or "spec": [exc.detail]}}, status=400)
     except (ValueError, UnicodeDecodeError):
         return JsonResponse({"valid": False, "errors": {"spec": [_("The body must be JSON.")]}}, status=400)
     if not isinstance(body, dict):

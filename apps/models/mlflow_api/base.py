@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from apps.models.errors import (
     TrackingError,
     Unauthenticated,
 )
-from portal.lib import jsonsafe
+from portal.lib import jsonsafe, untrusted
 from portal.lib.errors import Conflict
 
 logger = logging.getLogger(__name__)
@@ -39,6 +38,9 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[Caller, dict, dict], Any]
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 LIST_PARAMS = frozenset({"run_ids", "experiment_ids", "stages", "order_by"})
+# Parameters that are strings in MLflow's protobuf messages: its server (protobuf's JSON parser) refuses a number or
+# an object there, and so does this one, at the door, rather than as a 500 where a handler treats them as text.
+TEXT_PARAMS = frozenset({"filter", "page_token", "view_type", "run_view_type"})
 
 
 def error_response(error: TrackingError) -> HttpResponse:
@@ -92,10 +94,35 @@ def _basic_password(header: str) -> str | None:
     return password or None
 
 
+def unsafe_parameter(exc: untrusted.UnsafeInput) -> InvalidParameter:
+    """MLflow's INVALID_PARAMETER_VALUE naming the parameter (and the place inside it) that holds bad input."""
+    if not exc.path:
+        return InvalidParameter(_("Malformed request: %(problem)s") % {"problem": exc.message})
+    return InvalidParameter(
+        _("Invalid value for parameter '%(name)s': %(problem)s") % {"name": exc.path, "problem": exc.message}
+    )
+
+
+def _checked(data: dict) -> dict:
+    try:
+        untrusted.check(data)
+    except untrusted.UnsafeInput as exc:
+        raise unsafe_parameter(exc) from None
+    for name in TEXT_PARAMS:
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidParameter(
+                _("Invalid value %(value)s for parameter '%(name)s' supplied: it must be a string.")
+                % {"value": jsonsafe.dumps(value)[:100], "name": name}
+            )
+    return data
+
+
 def request_data(request: HttpRequest, max_bytes: int | None = None) -> dict:
-    """Query string for GET (lists for repeated keys), the JSON body otherwise."""
+    """Query string for GET (lists for repeated keys), the JSON body otherwise; checked by `portal.lib.untrusted`
+    (no NUL, no lone surrogate, no nesting past its limit) whatever the endpoint."""
     if request.method in SAFE_METHODS:
-        return {k: (v if k in LIST_PARAMS else v[-1]) for k, v in request.GET.lists()}
+        return _checked({k: (v if k in LIST_PARAMS else v[-1]) for k, v in request.GET.lists()})
     try:
         body = request.body
     except Exception:  # RequestDataTooBig and friends
@@ -105,14 +132,16 @@ def request_data(request: HttpRequest, max_bytes: int | None = None) -> dict:
             f"Batched logging API requests must be at most {max_bytes} bytes, got a request of size {len(body)}."
         )
     if not body.strip():
-        return dict(request.GET.items())
+        return _checked(dict(request.GET.items()))
     try:
-        data = json.loads(body)
+        data = untrusted.loads(body)
+    except untrusted.UnsafeInput as exc:
+        raise unsafe_parameter(exc) from None
     except (ValueError, UnicodeDecodeError):
         raise InvalidParameter(_("Malformed request: the body is not valid JSON.")) from None
     if not isinstance(data, dict):
         raise InvalidParameter(_("Malformed request: the body must be a JSON object."))
-    return data
+    return _checked(data)
 
 
 class Router:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from apps.models import artifacts, registry, search
 from apps.models import metrics as metric_store
@@ -29,6 +29,11 @@ def get_model(caller: Caller, name: Any, *, write: bool = False) -> RegisteredMo
     if write:
         caller.check_write(model.project_id)
     return model
+
+
+def _max(model: type[Model], field: str) -> int:
+    """The length of a text column (a longer value is refused by the database: a 500)."""
+    return model._meta.get_field(field).max_length
 
 
 def _paged(qs: QuerySet, data: dict, default: int, limit: int) -> tuple[list, str]:
@@ -193,13 +198,13 @@ def create_model_version(caller: Caller, data: dict, _kw: dict) -> dict:
     run = get_run(caller, data) if data.get("run_id") else None
     version = registry.create_model_version(
         model,
-        source=as_string(data.get("source"), "source", required=True),
+        source=as_string(data.get("source"), "source", required=True, max_length=_max(ModelVersion, "source")),
         run=run,
         description=as_string(data.get("description"), "description"),
         tags=_pairs(data.get("tags"), "tags"),
         user_id=getattr(caller.user, "username", ""),
-        run_link=as_string(data.get("run_link"), "run_link"),
-        model_id=as_string(data.get("model_id"), "model_id"),
+        run_link=as_string(data.get("run_link"), "run_link", max_length=_max(ModelVersion, "run_link")),
+        model_id=as_string(data.get("model_id"), "model_id", max_length=_max(ModelVersion, "model_id")),
     )
     return {"model_version": s.model_version_json(caller, version, model)}
 
@@ -285,9 +290,9 @@ def create_logged_model(caller: Caller, data: dict, _kw: dict) -> dict:
             raise InvalidParameter("The source run belongs to another project.")
     logged = registry.create_logged_model(
         experiment,
-        name=as_string(data.get("name"), "name"),
+        name=as_string(data.get("name"), "name", max_length=_max(LoggedModel, "name")),
         source_run=source_run,
-        model_type=as_string(data.get("model_type"), "model_type"),
+        model_type=as_string(data.get("model_type"), "model_type", max_length=_max(LoggedModel, "model_type")),
         tags=_pairs(data.get("tags"), "tags"),
         params=_pairs(data.get("params"), "params"),
     )

@@ -17,6 +17,8 @@ from apps.models.mlflow_api.base import Router, json_response
 from apps.models.models import Experiment, Run, RunTag
 from apps.models.querysets import ACTIVE, DELETED
 from apps.models.validation import (
+    INT64_MAX,
+    INT64_MIN,
     MAX_BATCH_LOG_REQUEST_SIZE,
     MAX_PARAM_VAL_LENGTH,
     MAX_TAG_VAL_LENGTH,
@@ -25,6 +27,7 @@ from apps.models.validation import (
     validate_batch_limits,
     validate_run_id,
 )
+from portal.lib import untrusted
 
 router = Router()
 DEFAULT_EXPERIMENT_ID = "0"
@@ -198,7 +201,7 @@ def create_run(caller: Caller, data: dict, _kw: dict) -> dict:
     run = services.create_run(
         experiment,
         user=caller.user,
-        user_id=as_string(data.get("user_id"), "user_id"),
+        user_id=as_string(data.get("user_id"), "user_id", max_length=Run._meta.get_field("user_id_text").max_length),
         run_name=as_string(data.get("run_name"), "run_name"),
         start_time=as_int(data.get("start_time"), "start_time"),
         tags=_pairs(data.get("tags"), "tags"),
@@ -251,9 +254,12 @@ def search_runs(caller: Caller, data: dict, _kw: dict) -> dict:
                 experiment_pks.append(services.default_experiment(caller.project).pk)
             continue
         try:
-            experiment_pks.append(int(str(value)))
+            pk = int(str(value))
+            if not INT64_MIN <= pk <= INT64_MAX:  # no row has it, and SQLite cannot even bind it
+                raise ValueError
         except ValueError:
             raise InvalidParameter(f"Invalid experiment ID '{value}'. Experiment ID must be a valid integer.") from None
+        experiment_pks.append(pk)
     qs = Run.objects.filter(experiment_id__in=experiment_pks, project_id__in=list(caller.visible))
     qs = qs.view_type(data.get("run_view_type"))
     runs, token = search.search_runs(
@@ -336,7 +342,9 @@ def log_model(caller: Caller, data: dict, _kw: dict) -> dict:
     run = get_run(caller, data, write=True)
     model_json = as_string(data.get("model_json"), "model_json", required=True)
     try:
-        entry = json.loads(model_json)
+        entry = untrusted.loads(model_json)
+    except untrusted.UnsafeInput as exc:
+        raise InvalidParameter(f"Invalid value for parameter 'model_json': {exc}") from None
     except ValueError:
         raise InvalidParameter("Invalid value for parameter 'model_json': not JSON.") from None
     tag = RunTag.objects.filter(run=run, key="mlflow.log-model.history").first()

@@ -116,7 +116,8 @@ def _preview(base: str, path: str, size: int | None) -> dict:
                 "more": truncated or len(lines) > CSV_ROWS + 1,
             }
     if ext == ".json" and not truncated:
-        with contextlib.suppress(ValueError):
+        # A document nested past the decoder's (or encoder's) recursion limit is shown as it is, not a 500.
+        with contextlib.suppress(ValueError, RecursionError):
             text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     return {"kind": "text", "text": text, "truncated": truncated}
 

@@ -3,6 +3,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import FieldDoesNotExist
+from django.db import connection, models
+from django.db.models import Model
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -11,6 +14,7 @@ from rest_framework.settings import api_settings
 
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.projects.permissions import projects_for
+from portal.lib import untrusted
 
 # Sent by the browsable API's forms alongside the fields; never a field of ours.
 FORM_KEYS = frozenset({"csrfmiddlewaretoken"})
@@ -25,7 +29,19 @@ class StrictFieldsMixin:
       sent back; nested serializers check their own keys.
     - a field that may not be null is never null after parsing: a multipart body's `"null"` parses to None in
       DRF's JSONField without meeting its `allow_null` check, and would reach a NOT NULL column (a 500).
+    - no value holds a NUL or a lone surrogate, or nests past `untrusted.MAX_DEPTH` (`portal.lib.untrusted`: the
+      JSON parser refuses them in JSON bodies; this catches multipart JSON and data given otherwise);
+    - numbers fit their column: an IntegerField without bounds takes those of its model column (64 bits when it
+      has none), and a FloatField refuses NaN and ±Infinity.
     """
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()  # type: ignore[misc]
+        model = getattr(getattr(self, "Meta", None), "model", None)
+        for name, field in fields.items():
+            if not field.read_only:  # not bound yet: `source` is None unless it was given
+                untrusted.bound_number_field(field, _column_range(model, field.source or name))
+        return fields
 
     def to_internal_value(self, data: Any) -> Any:
         errors: dict[str, Any] = {}
@@ -38,6 +54,9 @@ class StrictFieldsMixin:
                 errors = {name: [message] for name in unknown}
         try:
             value = super().to_internal_value(data)  # type: ignore[misc]
+        except RecursionError:  # a multipart field's JSON text, decoded by DRF's JSONField
+            depth = {api_settings.NON_FIELD_ERRORS_KEY: [untrusted.depth_message()]}
+            raise serializers.ValidationError(depth) from None
         except serializers.ValidationError as exc:
             if not errors:
                 raise
@@ -46,6 +65,10 @@ class StrictFieldsMixin:
         errors.update(self._null_errors(value))
         if errors:
             raise serializers.ValidationError(errors)
+        try:
+            untrusted.check(value)
+        except untrusted.UnsafeInput as exc:
+            raise untrusted.validation_error(exc) from None
         return value
 
     def _null_errors(self, value: dict[str, Any]) -> dict[str, list[str]]:
@@ -59,6 +82,19 @@ class StrictFieldsMixin:
             if node is None:
                 errors[field.field_name] = [str(field.error_messages["null"])]
         return errors
+
+
+def _column_range(model: type[Model] | None, source: str) -> tuple[int | None, int | None] | None:
+    """The range of integers the model's column `source` holds, or None when the field fills no integer column."""
+    if model is None:
+        return None
+    try:
+        model_field = model._meta.get_field(source)
+    except FieldDoesNotExist:
+        return None
+    if not isinstance(model_field, models.IntegerField):
+        return None
+    return connection.ops.integer_field_range(model_field.get_internal_type())
 
 
 class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
