@@ -17,6 +17,7 @@ from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from portal.lib.clientaddr import parse_networks
 from portal.lib.env import envbool, envint, envlist, envprefixed, envsecret, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -77,6 +78,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "portal.lib.streaming.StreamingUnderASGIMiddleware",  # outermost: sees every streamed response
+    "portal.lib.clientaddr.ClientAddressMiddleware",  # before anything counts by the client's address
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -349,6 +351,12 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]  # probes spe
 # request. Only set it when the proxy always overwrites that header, or clients could claim HTTPS themselves.
 if envstr("PORTAL_PROXY_SSL_HEADER"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + envstr("PORTAL_PROXY_SSL_HEADER").upper().replace("-", "_"), "https")
+# Proxies whose X-Forwarded-For names the client (addresses or CIDRs, e.g. the ingress controller's pods); none by
+# default: the TCP peer is the client. Login lockouts and rate limits count by it (portal/lib/clientaddr.py).
+try:
+    PORTAL_TRUSTED_PROXIES = parse_networks(envlist("PORTAL_TRUSTED_PROXIES"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 # Request size limits (Django's defaults, made explicit and tunable). Dataset upload chunks and MLflow artifacts
 # stream through request.read(), which these do not cap: they have their own limits in their apps.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PORTAL_MAX_REQUEST_BODY", 2_621_440)
