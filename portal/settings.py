@@ -357,6 +357,11 @@ try:
     PORTAL_TRUSTED_PROXIES = parse_networks(envlist("PORTAL_TRUSTED_PROXIES"))
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
+# The bearer token Prometheus scrapes /metrics with (or PORTAL_METRICS_TOKEN_FILE); empty: only platform admins'
+# sessions read it. A guessable one would expose project and service names: at least 32 characters.
+PORTAL_METRICS_TOKEN = envsecret("PORTAL_METRICS_TOKEN")
+if PORTAL_METRICS_TOKEN and len(PORTAL_METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("PORTAL_METRICS_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)")
 # Request size limits (Django's defaults, made explicit and tunable). Dataset upload chunks and MLflow artifacts
 # stream through request.read(), which these do not cap: they have their own limits in their apps.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PORTAL_MAX_REQUEST_BODY", 2_621_440)
