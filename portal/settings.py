@@ -436,6 +436,12 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "apps.projects.api.errors.exception_handler",
+    # DRF's own parsers ignore DATA_UPLOAD_MAX_MEMORY_SIZE: these hold every body to it (413).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.lib.bodylimit.JSONParser",
+        "portal.lib.bodylimit.FormParser",
+        "portal.lib.bodylimit.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "MLOps portal API",
