@@ -29,6 +29,13 @@ class RequestTooLarge(TrackingError):
     status = 413
 
 
+class QuotaExceeded(TrackingError):
+    """A write over the project's storage quota; 413 (the MLflow client retries 429, which would not help)."""
+
+    error_code = "RESOURCE_EXHAUSTED"
+    status = 413
+
+
 class NotFound(TrackingError):
     error_code = "RESOURCE_DOES_NOT_EXIST"
     status = 404
