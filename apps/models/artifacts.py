@@ -20,12 +20,13 @@ from django.core.files.storage import Storage, storages
 from django.db import transaction
 from django.db.models import Q, Sum
 
-from apps.models.errors import InvalidParameter, QuotaExceeded
+from apps.models.errors import InvalidParameter, NotFound, QuotaExceeded
 from apps.models.models import ArtifactFile, Experiment
 from apps.projects.models import Quota
 from apps.projects.storage import over_quota_message, storage_limit, used_bytes
 
 CHUNK = 1024 * 1024
+MAX_PATH = 1024  # ArtifactFile.path
 USAGE = "artifacts"  # this app's name in the storage registry (apps/projects/storage.py)
 
 
@@ -93,9 +94,12 @@ class _RequestFile(File):
 def save(path: str, stream: IO[bytes], declared: int | None = None) -> None:
     """Store the request stream at `path`, replacing a file already there, and record its size. QuotaExceeded when
     it does not fit in the project's storage quota (`declared`: its Content-Length, when the client sent one)."""
-    project_id, slug = Experiment.objects.filter(pk=experiment_id_of(path)).values_list("project_id", "project__slug")[
-        0
-    ]
+    if len(path) > MAX_PATH:
+        raise InvalidParameter(f"Artifact paths are at most {MAX_PATH} characters.")
+    owner = Experiment.objects.filter(pk=experiment_id_of(path)).values_list("project_id", "project__slug").first()
+    if owner is None:
+        raise NotFound(f"No such artifact path: '{path}'")
+    project_id, slug = owner
     limit = storage_limit(project_id)
     replaced = ArtifactFile.objects.filter(path=path).values_list("size", flat=True).first() or 0
     room = None

@@ -92,3 +92,11 @@ def test_without_a_quota_artifacts_are_counted_and_accepted(world, api_a, root):
 
     assert api_a.put_artifact(f"{root}/free.bin", b"f" * 5000).status_code == 200
     assert ArtifactFile.objects.get().size == 5000
+
+
+def test_a_path_too_long_to_be_counted_is_refused_and_nothing_is_written(api_a, root, artifact_store):
+    path = f"{root}/" + "d/" * 520 + "x.bin"
+
+    assert_error(api_a.put_artifact(path, b"x"), 400, "INVALID_PARAMETER_VALUE")
+    assert not ArtifactFile.objects.exists()
+    assert not (artifact_store / root / "d").exists()
