@@ -52,4 +52,4 @@ VOLUME ["/var/lib/portal"]
 
 USER 10001:10001
 EXPOSE 8000
-CMD ["uvicorn", "portal.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-server-header"]
+CMD ["uvicorn", "portal.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-server-header", "--no-proxy-headers"]

@@ -17,6 +17,7 @@ from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from portal.lib.clientaddr import parse_networks
 from portal.lib.env import envbool, envint, envlist, envprefixed, envsecret, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -78,6 +79,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "portal.lib.streaming.StreamingUnderASGIMiddleware",  # outermost: sees every streamed response
+    "portal.lib.clientaddr.ClientAddressMiddleware",  # before anything counts by the client's address
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -351,6 +353,17 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]  # probes spe
 # request. Only set it when the proxy always overwrites that header, or clients could claim HTTPS themselves.
 if envstr("PORTAL_PROXY_SSL_HEADER"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + envstr("PORTAL_PROXY_SSL_HEADER").upper().replace("-", "_"), "https")
+# Proxies whose X-Forwarded-For names the client (addresses or CIDRs, e.g. the ingress controller's pods); none by
+# default: the TCP peer is the client. Login lockouts and rate limits count by it (portal/lib/clientaddr.py).
+try:
+    PORTAL_TRUSTED_PROXIES = parse_networks(envlist("PORTAL_TRUSTED_PROXIES"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+# The bearer token Prometheus scrapes /metrics with (or PORTAL_METRICS_TOKEN_FILE); empty: only platform admins'
+# sessions read it. A guessable one would expose project and service names: at least 32 characters.
+PORTAL_METRICS_TOKEN = envsecret("PORTAL_METRICS_TOKEN")
+if PORTAL_METRICS_TOKEN and len(PORTAL_METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("PORTAL_METRICS_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)")
 # Request size limits (Django's defaults, made explicit and tunable). Dataset upload chunks and MLflow artifacts
 # stream through request.read(), which these do not cap: they have their own limits in their apps.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("PORTAL_MAX_REQUEST_BODY", 2_621_440)
@@ -420,17 +433,18 @@ REST_FRAMEWORK = {
         "rest_framework.filters.SearchFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # JSON bodies refuse NUL, lone surrogates and nesting past portal.lib.untrusted.MAX_DEPTH (a 400, not a 500).
-    "DEFAULT_PARSER_CLASSES": [
-        "portal.lib.untrusted.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
     "DEFAULT_RENDERER_CLASSES": [
         "portal.lib.jsonsafe.JSONRenderer",  # NaN/±Infinity (metric values) as strings, not a 500
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "apps.projects.api.errors.exception_handler",
+    # DRF's own parsers ignore DATA_UPLOAD_MAX_MEMORY_SIZE: these hold every body to it (413). JSON bodies also
+    # refuse NUL, lone surrogates and nesting past portal.lib.untrusted.MAX_DEPTH (a 400, not a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.lib.untrusted.JSONParser",
+        "portal.lib.bodylimit.FormParser",
+        "portal.lib.bodylimit.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "MLOps portal API",

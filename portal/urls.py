@@ -8,6 +8,7 @@ from apps.accounts.views import set_language
 from apps.notebooks.proxy import notebook_proxy
 from portal.api import router
 from portal.health import healthz, readyz
+from portal.metrics import metrics
 
 api_patterns = [
     path("", include(router.urls)),
@@ -34,7 +35,7 @@ urlpatterns = [
     path("notebook/<int:pk>/<path:path>", notebook_proxy, name="notebook-proxy"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
-    path("", include("django_prometheus.urls")),
+    path("metrics", metrics, name="prometheus-django-metrics"),  # not public: portal/metrics.py
     # The language switcher (Django's set_language, which also saves a signed-in user's preference).
     path("i18n/setlang/", set_language, name="set_language"),
     # The `djangojs` catalogue of static/js (gettext() in the browser), in the request's language.

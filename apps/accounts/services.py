@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.accounts.models import ApiToken, Notification, hash_token
+from portal.lib import sealed
 from portal.lib.publish import publish
 
 logger = logging.getLogger(__name__)
@@ -78,20 +79,23 @@ def create_token(
 
 
 def new_task_token(user: Any, *, name: str, project: Any, days: int) -> tuple[ApiToken, str]:
-    """An unsaved project-scoped token for a task the portal starts on `user`'s behalf (the caller saves
-    it, often in bulk). No checks: the run was authorised when it started, and every request made with
-    the token is authorised again."""
-    raw = ApiToken.generate()
+    """(an unsaved project-scoped token for a workload the portal starts on `user`'s behalf, the reference to put in
+    the workload's env in its place). The caller saves the token, often in bulk. No checks: the run was authorised
+    when it started, and every request made with the token is authorised again.
+
+    The raw value is sealed (portal/lib/sealed.py): stored nowhere, derived again where the workload starts; the
+    tokens table keeps its digest, as for every token."""
+    reference, raw = sealed.new()
     token = ApiToken(
         user=user,
         name=name,
         project=project,
         scope=ApiToken.Scope.WRITE,
-        prefix=raw[:12],
+        prefix=raw[:8],  # as much as a generated token's prefix shows (after mlp_)
         digest=hash_token(raw),
         expires_at=timezone.now() + timedelta(days=days),
     )
-    return token, raw
+    return token, reference
 
 
 def _broader_than(via: ApiToken, *, project: Any, scope: str, expires_at: datetime | None) -> dict[str, list[str]]:

@@ -15,7 +15,10 @@ class DatasetsConfig(AppConfig):
             schedule.setdefault(
                 "datasets-cleanup-uploads", {"task": "apps.datasets.tasks.cleanup_uploads", "schedule": 3600.0}
             )
+        from apps.datasets import quota
         from apps.datasets.services import forget_project_datasets
         from apps.projects.services import on_project_delete
+        from apps.projects.storage import register_usage
 
         on_project_delete(forget_project_datasets)
+        register_usage(quota.USAGE, quota.usage)

@@ -1,4 +1,5 @@
-"""The project storage quota (`Quota.storage_bytes`): distinct blobs of the project's versions + open uploads."""
+"""The project storage quota (`Quota.storage_bytes`): distinct blobs of the project's versions + open uploads, plus
+what other apps store for the project (tracking artifacts; apps/projects/storage.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ from django.template.defaultfilters import filesizeformat
 from django.utils.translation import gettext as _
 
 from apps.datasets.models import Blob, UploadFile, UploadStatus, VersionFile
-from apps.projects.models import Project, Quota
+from apps.projects.models import Project
+from apps.projects.storage import storage_limit, used_bytes
+
+USAGE = "datasets"  # this app's name in the storage registry
 
 
 def stored_bytes(project: Project) -> int:
     """Bytes of the distinct blobs the project's versions use (a file shared by versions counts once)."""
     used = VersionFile.objects.filter(version__dataset__project=project).values("blob_id")
     return Blob.objects.filter(pk__in=used).aggregate(total=Sum("size"))["total"] or 0
+
+
+def usage(project: Project) -> int:
+    """What the datasets of `project` count against its quota (registered in apps/datasets/apps.py)."""
+    return stored_bytes(project) + pending_bytes(project)
 
 
 def pending_bytes(project: Project, exclude_session=None) -> int:
@@ -27,10 +36,10 @@ def pending_bytes(project: Project, exclude_session=None) -> int:
 
 def check_quota(project: Project, extra: int, *, exclude_session=None) -> None:
     """ValidationError with a clear message when `extra` more bytes would exceed the project's quota."""
-    limit = Quota.objects.filter(project=project).values_list("storage_bytes", flat=True).first()
+    limit = storage_limit(project)
     if limit is None or extra <= 0:
         return
-    used = stored_bytes(project) + pending_bytes(project, exclude_session)
+    used = stored_bytes(project) + pending_bytes(project, exclude_session) + used_bytes(project, exclude=[USAGE])
     if used + extra > limit:
         raise ValidationError(
             {

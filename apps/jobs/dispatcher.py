@@ -312,7 +312,8 @@ def _task_env(
     site = cluster_site_url() if on_cluster else settings.SITE_URL.rstrip("/")
     token_env = {}
     if owner is not None:
-        # Limited to the project; saved with the others of this dispatch; revoked when the attempt ends.
+        # Limited to the project; saved with the others of this dispatch; revoked when the attempt ends. The env
+        # holds a sealed reference, never the token: the process gets the value where it starts (portal/lib/sealed.py).
         raw = TOKEN_PLACEHOLDER
         if issue_token:
             task.api_token, raw = new_task_token(

@@ -177,25 +177,28 @@ class TaskListener:
 
 
 def _inject_secrets(workload: Workload) -> tuple[list[str], list[str]]:
-    """Replace the `${secret:NAME}` references in the workload's env by the values, in this process's memory only,
-    and return (the values, for masking; the names of secrets that no longer exist, whose variables are dropped).
+    """Replace the `${secret:NAME}` references in the workload's env by the values, and the sealed ones (its API
+    token, portal/lib/sealed.py) by theirs, in this process's memory only, and return (the values, for masking; the
+    names of secrets that no longer exist, whose variables are dropped).
 
     The stored env keeps the references (no value in plain text in LocalWorkload.spec): the agent asks for the
     sink before it plans the task's processes (apps/runtime/local/agent.py, Supervisor._run), so the processes
     get the env completed here. Where the pod already exists (the Kubernetes log follower) only masking matters.
     """
     from apps.projects.secrets import env_references, resolve_env
+    from portal.lib import sealed
 
+    tokens = sealed.complete_env(workload.env)
     refs = env_references(workload.env)
     if not refs:
-        return [], []
+        return tokens, []
     values, missing = resolve_env(workload.project, workload.env)
     for key in refs:
         if key in values:
             workload.env[key] = values[key]
         else:
             workload.env.pop(key, None)
-    return list(values.values()), missing
+    return [*tokens, *values.values()], missing
 
 
 def _record_image_digests(reports: list[tuple[Workload, Status | None]]) -> None:

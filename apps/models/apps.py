@@ -6,3 +6,9 @@ class ModelsConfig(AppConfig):
     name = "apps.models"
     label = "models"
     verbose_name = _("Experiments and models")
+
+    def ready(self) -> None:
+        from apps.models import artifacts
+        from apps.projects.storage import register_usage
+
+        register_usage(artifacts.USAGE, artifacts.usage)  # artifacts count against the project's storage quota

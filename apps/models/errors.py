@@ -22,6 +22,20 @@ class InvalidParameter(TrackingError):
     status = 400
 
 
+class RequestTooLarge(TrackingError):
+    """A body over the portal's limit (portal/lib/bodylimit.py); 413, which the MLflow client does not retry."""
+
+    error_code = "REQUEST_LIMIT_EXCEEDED"
+    status = 413
+
+
+class QuotaExceeded(TrackingError):
+    """A write over the project's storage quota; 413 (the MLflow client retries 429, which would not help)."""
+
+    error_code = "RESOURCE_EXHAUSTED"
+    status = 413
+
+
 class NotFound(TrackingError):
     error_code = "RESOURCE_DOES_NOT_EXIST"
     status = 404

@@ -13,6 +13,7 @@ from apps.notebooks import services
 from apps.notebooks.models import Notebook
 from apps.runtime.tail import TailSink
 from apps.runtime.workload import Phase, Status, Workload
+from portal.lib import sealed
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,9 @@ class NotebookSink(TailSink):
 
 class NotebookListener:
     def sink(self, workload: Workload) -> NotebookSink:
+        # Before the agent plans the server's process: its tokens are sealed references in the stored spec, and
+        # become values here, in memory (portal/lib/sealed.py).
+        sealed.complete_env(workload.env)
         return NotebookSink(int(workload.labels["notebook"]), workload.uid)
 
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:

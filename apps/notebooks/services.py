@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import secrets
 import shutil
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
@@ -35,6 +34,7 @@ from apps.projects.services import UNCHANGED, validate_idle_timeout
 from apps.runtime.base import get_runtime
 from apps.runtime.local.launch import free_port
 from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, parse_memory
+from portal.lib import sealed
 
 logger = logging.getLogger(__name__)
 
@@ -234,8 +234,10 @@ def start_notebook(notebook: Notebook) -> Notebook:
         check_quota_in_use(nb)
         placement = place(nb)
         home = workspace.prepare(nb.project, nb.owner)
-        token = secrets.token_urlsafe(32)
-        api_token, raw = new_task_token(
+        # Both tokens are sealed references in the stored workload (portal/lib/sealed.py): the server's own is kept
+        # encrypted on the notebook (the proxy sends it), the API token's digest in the tokens table.
+        token_ref, token = sealed.new()
+        api_token, api_ref = new_task_token(
             nb.owner,
             name=f"notebook {nb.project.slug}/{nb.name}",
             project=nb.project,
@@ -244,7 +246,7 @@ def start_notebook(notebook: Notebook) -> Notebook:
         api_token.save()
         nb.session += 1
         port = free_port() if placement.runtime != "kubernetes" else 0
-        workload, upstream = build_workload(nb, placement, home=home, port=port, token=token, api_token=raw)
+        workload, upstream = build_workload(nb, placement, home=home, port=port, token=token_ref, api_token=api_ref)
         handle = get_runtime(placement.runtime).submit(workload)
         now = timezone.now()
         nb.status, nb.reason, nb.runtime, nb.handle = State.STARTING, "", placement.runtime, handle

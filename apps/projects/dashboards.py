@@ -32,11 +32,13 @@ from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from apps.datasets.quota import USAGE as DATASETS_USAGE
 from apps.datasets.quota import pending_bytes, stored_bytes
 from apps.jobs.models import RUN_FINISHED, TASK_ACTIVE, TASK_FINISHED, PipelineRun, RunStatus, TaskRun, TaskStatus
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project
 from apps.projects.permissions import projects_for
+from apps.projects.storage import used_bytes
 from apps.runtime.usage import Holder, Meter, project_holders
 from apps.serving.models import InferenceService
 
@@ -277,7 +279,9 @@ def overview(project: Project) -> Overview:
     active = with_progress(PipelineRun.objects.filter(project=project, status__in=ACTIVE_RUN))
     active = active.select_related("project", "created_by").order_by("-created_at", "-pk")[:ROWS]
     holders = project_holders(project)
-    storage_used, storage_pending = stored_bytes(project), pending_bytes(project)
+    # Everything the quota counts: dataset files, and what other apps store (tracking artifacts).
+    storage_used = stored_bytes(project) + used_bytes(project, exclude=[DATASETS_USAGE])
+    storage_pending = pending_bytes(project)
     quota = getattr(project, "quota", None)
     limit = (lambda name: getattr(quota, name, None)) if quota is not None else (lambda name: None)
     cpu_limit, gpu_limit = limit("cpu_cores"), limit("gpus")

@@ -24,10 +24,12 @@ import yaml
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.translation import gettext as _
-from rest_framework import parsers, serializers
+from rest_framework import serializers
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.settings import api_settings
 from rest_framework.utils.formatting import lazy_format
+
+from portal.lib import bodylimit
 
 # Containers inside containers. A pipeline spec is about six deep (body → spec → nodes → node → args → value); a
 # template's argument schema some more. A hundred leaves room for any honest document and none for a recursion bomb.
@@ -143,9 +145,10 @@ class YamlLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser (the API's JSON bodies), refusing what `check` refuses with a 400 naming the field, and a
-    document nested past the decoder's recursion limit with a 400 rather than a RecursionError (a 500)."""
+class JSONParser(bodylimit.JSONParser):
+    """DRF's JSON parser held to the body limit (portal.lib.bodylimit), refusing what `check` refuses with a 400
+    naming the field, and a document nested past the decoder's recursion limit with a 400 rather than a
+    RecursionError (a 500)."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         try:

@@ -3,15 +3,19 @@ API server), it becomes a StatefulSet + Service that validate, mounting the work
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 
 import pytest
 from django.core.exceptions import ValidationError
 
+from apps.accounts.models import hash_token
 from apps.notebooks import services, workspace
 from apps.notebooks.models import Notebook
+from apps.runtime.kubernetes.apply import env_secret
 from apps.runtime.kubernetes.manifests import build
+from apps.runtime.kubernetes.manifests.meta import env_secret_name
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.kubernetes.validation import validate_all
 from apps.runtime.models import Agent, KubeWorkload
@@ -57,8 +61,18 @@ def test_a_notebook_becomes_a_statefulset_and_a_service_that_validate(world, on_
     assert container["workingDir"] == home
     env = {item["name"]: item.get("value") for item in container["env"]}
     assert env["HOME"] == home
-    assert env["JUPYTER_TOKEN"] == nb.token
-    assert env["MLFLOW_TRACKING_TOKEN"] == env["PORTAL_API_TOKEN"]
+    # The tokens are in no manifest and not in the stored workload: the pod reads them from the workload's env
+    # Secret, which the controller fills where it applies the workload (issue 27).
+    refs = {item["name"]: item.get("valueFrom") for item in container["env"] if "valueFrom" in item}
+    secret_name = env_secret_name(workload)
+    tokens = ("JUPYTER_TOKEN", "PORTAL_API_TOKEN", "MLFLOW_TRACKING_TOKEN")
+    assert refs == {name: {"secretKeyRef": {"name": secret_name, "key": name}} for name in tokens}
+    values = {k: base64.b64decode(v).decode() for k, v in env_secret(workload, row.namespace)["data"].items()}
+    assert values["JUPYTER_TOKEN"] == nb.token
+    assert values["MLFLOW_TRACKING_TOKEN"] == values["PORTAL_API_TOKEN"]
+    assert hash_token(values["PORTAL_API_TOKEN"]) == nb.api_token.digest
+    assert nb.token not in str(row.spec)
+    assert values["PORTAL_API_TOKEN"] not in str(row.spec)
     assert env["PORTAL_API_URL"] == "http://portal.mlops.svc:8000/api/v1/"  # where a pod reaches the portal
     assert env["MLFLOW_TRACKING_URI"] == "http://portal.mlops.svc:8000"
     # The owner's and the shared folder are on the cluster's work claim, mounted where the portal has them.

@@ -46,9 +46,10 @@ def test_readyz_is_503_with_the_reason_when_a_dependency_is_down(client, monkeyp
 
 
 @pytest.mark.django_db
-def test_metrics_are_prometheus_text(client):
+def test_metrics_are_prometheus_text(client, settings):
+    settings.PORTAL_METRICS_TOKEN = "t" * 32
     client.get("/healthz")
-    response = client.get("/metrics")
+    response = client.get("/metrics", headers={"Authorization": "Bearer " + "t" * 32})
     assert response.status_code == 200
     text = response.content.decode()
     assert "# TYPE django_http_requests_total_by_method_total counter" in text

@@ -261,6 +261,22 @@ def test_overview_shows_storage_used_against_the_quota(world, dataset_store):
     assert (storage.used, storage.limit, storage.percent) == (400, 1000, 40)
 
 
+def test_the_storage_meter_counts_tracking_artifacts_too(world, dataset_store):
+    from apps.models.models import ArtifactFile
+
+    a = world.project_a
+    a.quota.storage_bytes = 1000
+    a.quota.save()
+    dataset_version(dataset(a, world.alice), {"a.bin": b"x" * 300})
+    ArtifactFile.objects.create(project=a, path="1/run/artifacts/model.bin", size=200)
+    ArtifactFile.objects.create(project=world.project_b, path="2/run/artifacts/model.bin", size=900)
+
+    response = overview(world.bob)
+
+    storage = next(m for m in response.context["stats"].meters if m.label == "Storage")
+    assert (storage.used, storage.limit, storage.percent) == (500, 1000, 50)
+
+
 def test_overview_lists_the_queue_with_waiting_reasons(world):
     a = world.project_a
     run = PipelineRunFactory(project=a, status=RunStatus.RUNNING, pipeline_name="train", number=12)
@@ -356,7 +372,7 @@ def test_overview_queries_do_not_grow_with_runs(world, django_assert_max_num_que
     alice.get("/p/project-a/")
     # session, user, project, role, members, guardian (the audit tab), 2 run counts, task usage, queue (rows and
     # count), active runs, 2 workload kinds, 2 storage sums, notifications, the project's creator
-    with django_assert_max_num_queries(19) as small:
+    with django_assert_max_num_queries(20) as small:  # 20: the artifacts in the storage meter
         alice.get("/p/project-a/")
     grow(600)
     with django_assert_max_num_queries(len(small.captured_queries)):

@@ -10,6 +10,7 @@ from collections import Counter
 
 import httpx
 import pytest
+from django.test import override_settings
 
 from apps.serving import stats
 from apps.serving.models import InferenceService, Replica
@@ -33,6 +34,17 @@ def alice_client(world, live_asgi):
         base_url=live_asgi.url, headers={"Authorization": f"Bearer {make_token(world.alice)}"}, timeout=30
     ) as client:
         yield client
+
+
+SCRAPE_TOKEN = "scrape-" + "s" * 40
+
+
+def scrape(client: httpx.Client) -> str:
+    """/metrics as Prometheus reads it, with the scrape token (portal/metrics.py)."""
+    with override_settings(PORTAL_METRICS_TOKEN=SCRAPE_TOKEN):
+        response = client.get("/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
+    assert response.status_code == 200, response.text
+    return response.text
 
 
 def serve(service: InferenceService, current, *, canary=None, canary_percent=0, shadow=None, shadow_percent=0):
@@ -149,7 +161,7 @@ def test_the_shadow_gets_copies_and_never_answers(world, alice_client, replicas,
     wait_until(lambda: replicas[2].answered() - shadow_before >= copies)
     time.sleep(0.3)
     assert replicas[2].answered() - shadow_before == copies
-    stats_text = alice_client.get("/metrics").text
+    stats_text = scrape(alice_client)
     shadowed = metric(stats_text, "portal_serving_requests_total", service="iris", revision="3", kind="shadow")
     assert shadowed >= copies
 
@@ -179,7 +191,7 @@ def test_a_killed_replica_is_skipped_and_its_requests_retried_elsewhere(world, a
         serve(service, add_revision(service, 1, *servers))
         assert revisions_answering(alice_client, 20) == {"1": 20}
         assert min(servers[0].answered(), servers[1].answered()) >= 5  # both in use (none avoided as refusing)
-        text = alice_client.get("/metrics").text
+        text = scrape(alice_client)
         retries_before = metric(text, "portal_serving_retries_total", service="iris", revision="1")
 
         servers[0].kill()
@@ -187,7 +199,7 @@ def test_a_killed_replica_is_skipped_and_its_requests_retried_elsewhere(world, a
         assert revisions_answering(alice_client, 100) == {"1": 100}
 
         assert servers[1].answered() - survivor_before == 100
-        text = alice_client.get("/metrics").text
+        text = scrape(alice_client)
         assert metric(text, "portal_serving_retries_total", service="iris", revision="1") > retries_before
     finally:
         for server in servers:
@@ -213,13 +225,13 @@ def test_counts_reach_series_and_metrics(world, alice_client, replicas):
     revision = add_revision(service, 1, replicas[0])
     serve(service, revision)
     labels = {"project": "project-a", "service": "iris", "revision": "1", "kind": "live"}
-    before = alice_client.get("/metrics").text
+    before = scrape(alice_client)
 
     revisions_answering(alice_client, 30)
     for _ in range(5):
         assert alice_client.post(INFER, json=infer_body([[1.0]])).status_code == 400
 
-    after = alice_client.get("/metrics").text
+    after = scrape(alice_client)
     for outcome, count in (("ok", 30), ("client_error", 5)):
         delta = metric(after, "portal_serving_requests_total", outcome=outcome, **labels) - metric(
             before, "portal_serving_requests_total", outcome=outcome, **labels

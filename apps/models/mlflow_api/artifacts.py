@@ -15,6 +15,7 @@ from apps.models.access import Caller
 from apps.models.errors import BadEndpoint, NotFound, TrackingError
 from apps.models.mlflow_api.base import caller_for, error_response, json_response
 from apps.models.models import Experiment
+from portal.lib.bodylimit import declared_length
 
 
 def _check(caller: Caller, path: str, *, write: bool) -> None:
@@ -46,7 +47,7 @@ def artifact_view(request: HttpRequest, path: str = "") -> HttpResponse:
             _check(caller, path, write=True)
             if artifacts.is_dir(path):
                 raise NotFound(f"'{path}' is a directory.")
-            artifacts.save(path, request)
+            artifacts.save(path, request, declared_length(request.META) or None)
             return json_response({})
         if request.method == "DELETE":
             _check(caller, path, write=True)

@@ -26,11 +26,13 @@ from apps.models.errors import (
     BadEndpoint,
     Forbidden,
     InvalidParameter,
+    RequestTooLarge,
     ResourceConflict,
     TrackingError,
     Unauthenticated,
 )
 from portal.lib import jsonsafe, untrusted
+from portal.lib.bodylimit import BodyTooLarge, read_body
 from portal.lib.errors import Conflict
 
 logger = logging.getLogger(__name__)
@@ -124,9 +126,9 @@ def request_data(request: HttpRequest, max_bytes: int | None = None) -> dict:
     if request.method in SAFE_METHODS:
         return _checked({k: (v if k in LIST_PARAMS else v[-1]) for k, v in request.GET.lists()})
     try:
-        body = request.body
-    except Exception:  # RequestDataTooBig and friends
-        raise InvalidParameter(_("The request body is too large.")) from None
+        body = read_body(request)
+    except BodyTooLarge as exc:
+        raise RequestTooLarge(str(exc)) from None
     if max_bytes is not None and len(body) > max_bytes:
         raise InvalidParameter(
             f"Batched logging API requests must be at most {max_bytes} bytes, got a request of size {len(body)}."

@@ -11,6 +11,7 @@ from apps.models.models.registry import (
     RegisteredModelTag,
 )
 from apps.models.models.tracking import (
+    ArtifactFile,
     Experiment,
     ExperimentTag,
     LatestMetric,
@@ -24,6 +25,7 @@ from apps.models.models.tracking import (
 )
 
 __all__ = [
+    "ArtifactFile",
     "Experiment",
     "ExperimentTag",
     "LatestMetric",

@@ -228,3 +228,15 @@ class RunInput(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}@{self.digest}"
+
+
+class ArtifactFile(models.Model):
+    """A file in the artifact store (`path` relative to its root, which starts with the experiment id) and its size:
+    what tracking artifacts count against the project's storage quota (apps/models/artifacts.py)."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="artifact_files")
+    path = models.CharField(max_length=1024, unique=True)
+    size = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return self.path

@@ -42,6 +42,7 @@ from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.kubernetes.validation import ManifestInvalid, validate_all
 from apps.runtime.models import KubeWorkload
 from apps.runtime.workload import Workload
+from portal.lib import sealed
 
 log = logging.getLogger("portal.kube")
 
@@ -99,13 +100,19 @@ def pull_secret(workload: Workload, namespace: str) -> dict[str, Any] | None:
 
 
 def env_secret(workload: Workload, namespace: str) -> dict[str, Any] | None:
-    """The workload's env Secret with the values of the project secrets its env references, or None when it
-    references none. ApplyFailed when one was deleted since the task was dispatched (its pods could not start)."""
+    """The workload's env Secret with the values of the project secrets its env references and of its sealed
+    tokens (portal/lib/sealed.py), or None when it has neither. ApplyFailed when a project secret was deleted since
+    the task was dispatched, or a token's key is gone (its pods could not start)."""
     from apps.projects.secrets import resolve_env  # the values are read here, where the workload is applied
 
     values, missing = resolve_env(workload.project, workload.env)
     if missing:
         raise ApplyFailed(f"project secret(s) {', '.join(missing)} no longer exist; the task cannot start without them")
+    tokens = sealed.resolve_env(workload.env)
+    unresolved = sorted(k for k, v in workload.env.items() if sealed.is_reference(v) and k not in tokens)
+    if unresolved:
+        raise ApplyFailed(f"{', '.join(unresolved)}: sealed with a key no longer configured (SECRET_KEY was rotated)")
+    values.update(tokens)
     if not values:
         return None
     return {

@@ -49,7 +49,16 @@ HOP_BY_HOP = frozenset(
 # Never sent to a replica: the caller's credentials, and what the router sets itself.
 REQUEST_DROP = HOP_BY_HOP | {b"host", b"content-length", b"authorization", b"cookie", b"x-service-key"}
 REQUEST_DROP |= {b"x-csrftoken"}
-RESPONSE_DROP = HOP_BY_HOP | {b"date", b"server", b"x-portal-revision"}
+# What the web app sends on its pages (SecurityMiddleware, XFrameOptionsMiddleware), for the router's answers too:
+# they come from the portal's origin, so a replica's answer (a custom server may send HTML) must not be able to run
+# as the portal's page. Strict-Transport-Security is per host: the web app's pages already send it for this host.
+SECURITY_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'; sandbox"),
+)
+RESPONSE_DROP = HOP_BY_HOP | {b"date", b"server", b"x-portal-revision", b"referrer-policy"}
+RESPONSE_DROP |= {name for name, _value in SECURITY_HEADERS}
 WWW_AUTHENTICATE = (b"www-authenticate", b'Bearer realm="serving"')
 
 
@@ -127,6 +136,9 @@ class ServingRoute:
         proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
         self.proxy_header = proxy[0].removeprefix("HTTP_").lower().replace("_", "-").encode() if proxy else None
         self.proxy_value = proxy[1] if proxy else None
+        policy = settings.SECURE_REFERRER_POLICY or ""
+        policy = policy if isinstance(policy, str) else ",".join(policy)
+        self.security_headers = (*SECURITY_HEADERS, *([(b"referrer-policy", policy.encode())] if policy else []))
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -135,9 +147,21 @@ class ServingRoute:
             if root and path.startswith(root):
                 path = path[len(root) :]
             if path.startswith(PREFIX):
-                await self.handle(path, scope, receive, send)
+                await self.handle(path, scope, receive, self.secured(send))
                 return
         await self.app(scope, receive, send)
+
+    def secured(self, send: Any) -> Any:
+        """`send` with the security headers added to the answer's head (the router's own answers and relayed ones;
+        a replica's values for them were dropped in `relay`)."""
+        headers = self.security_headers
+
+        async def send_secured(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *headers]}
+            await send(message)
+
+        return send_secured
 
     async def handle(self, path: str, scope: dict[str, Any], receive: Any, send: Any) -> None:
         parts = path[len(PREFIX) :].split("/", 2)

@@ -260,3 +260,39 @@ def test_a_project_secret_reaches_the_pod_from_a_secret_and_is_masked_in_its_log
     [task] = run.tasks.all()
     texts = list(LogLine.objects.filter(task=task).order_by("seq").values_list("text", flat=True))
     assert texts == ["token is ***", "done"]
+
+
+def test_the_tasks_api_token_reaches_the_pod_from_its_secret_and_is_stored_nowhere(
+    project, cluster, fake, run_controller
+):
+    """Issue 27: PORTAL_API_TOKEN / MLFLOW_TRACKING_TOKEN are secretKeyRefs to the workload's env Secret, which holds
+    the token; the Job and the stored workload hold only a sealed reference, the tokens table only the digest."""
+    from apps.accounts.models import ApiToken, hash_token
+    from apps.runtime.kubernetes.manifests.meta import env_secret_name
+    from portal.lib import sealed
+
+    run_controller()
+    wait_for_inventory(cluster)
+    load_builtin_templates()
+    pipeline = save_pipeline(
+        project, project.created_by, name="token",
+        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}}]},
+    )  # fmt: skip
+    run = start_run(pipeline, project.created_by)
+    drive(run, timeout=30, until=lambda r: KubeWorkload.objects.filter(created=True).exists())
+    fake.sim.wait_created()
+    [job] = fake.objects("batch", "jobs", "vision")
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    row = KubeWorkload.objects.get()
+    secret_name = env_secret_name(row.uid)
+    secret = fake.store.get(("", "secrets"), "vision", secret_name)
+    token = ApiToken.objects.get(pk=run.tasks.get().api_token_id)
+
+    for name in ("PORTAL_API_TOKEN", "MLFLOW_TRACKING_TOKEN"):
+        [entry] = [e for e in container["env"] if e["name"] == name]
+        assert entry == {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": name}}}
+        raw = base64.b64decode(secret["data"][name]).decode()
+        assert hash_token(raw) == token.digest
+        assert sealed.is_reference(row.spec["env"][name])
+        assert raw not in str(job)
+        assert raw not in str(row.spec)

@@ -20,6 +20,7 @@ from apps.runtime.kubernetes.manifests.meta import (
 )
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.workload import Workload
+from portal.lib import sealed
 
 # "{python}" / "{python:<env>}" name a task environment's interpreter on the portal's machine; on a cluster the
 # image provides the interpreter, so both become plain `python`.
@@ -56,8 +57,9 @@ def has_gpu(workload: Workload) -> bool:
 def env_of(workload: Workload, accelerators: bool = True) -> list[dict[str, str]]:
     """The workload's env as given (the portal's contract: PORTAL_*, MLFLOW_*, the pipeline's and the task's),
     plus what the local runtime also gives every process. `accelerators` False: a container without the GPUs.
-    A project secret (`${secret:NAME}`) is read from the workload's env Secret (meta.env_secret_name), so its value
-    is in no manifest: the controller fills that Secret when it applies the workload (apply.env_secret)."""
+    A project secret (`${secret:NAME}`) or a sealed token (`${sealed:…}`, portal/lib/sealed.py) is read from the
+    workload's env Secret (meta.env_secret_name), so its value is in no manifest: the controller fills that Secret
+    when it applies the workload (apply.env_secret)."""
     env = {str(key): str(value) for key, value in workload.env.items()}
     env.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the log as they are printed
     if not (accelerators and has_gpu(workload)):
@@ -66,7 +68,7 @@ def env_of(workload: Workload, accelerators: bool = True) -> list[dict[str, str]
     secret = env_secret_name(workload)
     return [
         {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-        if referenced_name(value) is not None
+        if referenced_name(value) is not None or sealed.is_reference(value)
         else {"name": key, "value": value}
         for key, value in env.items()
     ]
