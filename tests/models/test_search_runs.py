@@ -8,6 +8,7 @@ from apps.models import search
 from apps.models.metrics import encode_token
 from apps.models.models import Run
 from tests.models.conftest import assert_error
+from tests.portal.test_statement_timeout import slow_statement
 
 
 @pytest.fixture
@@ -212,3 +213,17 @@ def test_a_page_token_with_a_negative_offset_is_invalid(api_a, runs):
         token = encode_token({"offset": offset})
         response = api_a.post("runs/search", {"experiment_ids": [experiment_id], "page_token": token})
         assert_error(response, 400, "INVALID_PARAMETER_VALUE")
+
+
+def test_a_search_past_the_statement_limit_is_temporarily_unavailable(api_a, settings, monkeypatch):
+    settings.PORTAL_REQUEST_STATEMENT_TIMEOUT = 0.3
+    experiment_id = api_a.experiment("slow")
+
+    def slow_search(*args, **kwargs):
+        slow_statement()
+        return [], ""
+
+    monkeypatch.setattr(search, "search_runs", slow_search)
+    response = api_a.post("runs/search", {"experiment_ids": [experiment_id]})
+
+    assert "longer than 0.3 s" in assert_error(response, 503, "TEMPORARILY_UNAVAILABLE")["message"]

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.translation import gettext as _
@@ -28,10 +30,12 @@ from apps.models.errors import (
     Forbidden,
     InvalidParameter,
     ResourceConflict,
+    TemporarilyUnavailable,
     TrackingError,
     Unauthenticated,
 )
 from portal.lib import jsonsafe
+from portal.lib.dbtimeout import is_statement_timeout
 from portal.lib.errors import Conflict
 
 logger = logging.getLogger(__name__)
@@ -140,6 +144,13 @@ class Router:
             return error_response(error)
         except Conflict as conflict:  # a service's refusal (still in use), in MLflow's words
             return error_response(ResourceConflict(conflict.message))
+        except OperationalError as error:
+            if not is_statement_timeout(error):
+                logger.exception("MLflow API %s %s failed", request.method, endpoint)
+                return error_response(TrackingError(_("Internal error.")))
+            seconds = settings.PORTAL_REQUEST_STATEMENT_TIMEOUT
+            message = _("The database took longer than %(seconds)s s for this request; narrow it down.")
+            return error_response(TemporarilyUnavailable(message % {"seconds": seconds}))
         except Exception:  # a bug, never bad input: say so in MLflow's words
             logger.exception("MLflow API %s %s failed", request.method, endpoint)
             return error_response(TrackingError(_("Internal error.")))
