@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 
 from apps.models.errors import InvalidParameter
-from apps.models.metrics import decode_token, encode_token
+from apps.models.metrics import decode_offset, encode_token
 from apps.models.models import ExperimentTag, LatestMetric, Param, Run, RunInput, RunTag
 
 ENTITY_ALIASES = {
@@ -280,26 +280,43 @@ def _clause_run_ids(clause: Clause) -> QuerySet:
 def filter_runs(qs: QuerySet[Run], clauses: list[Clause]) -> QuerySet[Run]:
     """`qs` narrowed by every clause, in SQL whose size and planning time grow linearly with the clauses.
 
-    Attribute clauses are plain conditions on the run. The others become `run_id IN (s1 INTERSECT s2 …)`, one
-    select per clause, and `IS NULL` clauses one `NOT IN` per entity.
+    Attribute clauses are plain conditions on the run; the others go through `narrow_by_rows`.
     """
     selects = []
-    absent: dict[str, set[str]] = {}
+    absent: list[QuerySet] = []
     for clause in clauses:
         if clause.entity == "attribute":
             field = RUN_STRING_ATTRIBUTES.get(clause.key) or RUN_NUMERIC_ATTRIBUTES[clause.key]
             value = int(clause.value) if clause.key in RUN_NUMERIC_ATTRIBUTES else clause.value
             qs = qs.filter(value_q(field, clause.comparator, value))
         elif clause.comparator == "IS NULL":
-            absent.setdefault(clause.entity, set()).add(clause.key)
+            absent.append(_KEYED_MODELS[clause.entity].objects.filter(key=clause.key).values("run_id"))
         else:
-            selects.append(_clause_run_ids(clause).order_by().values("run_id"))
+            selects.append(_clause_run_ids(clause).values("run_id"))
+    return narrow_by_rows(qs, selects, absent)
+
+
+def key_value_rows(model: type, clause: Clause, owner: str) -> QuerySet:
+    """`owner` (the id column) of the rows of a key/value `model` (tags) that satisfy a non-IS NULL `clause`."""
+    rows = model.objects.filter(key=clause.key)
+    if clause.comparator != "IS NOT NULL":
+        rows = rows.filter(value_q("value", clause.comparator, clause.value))
+    return rows.values(owner)
+
+
+def narrow_by_rows(qs: QuerySet, selects: list[QuerySet], absent: list[QuerySet]) -> QuerySet:
+    """`qs` kept to the ids in every one of `selects` and in none of `absent` (single-column selects of ids).
+
+    One `IN (s1 INTERSECT s2 …)` for all the clauses, not one EXISTS (or join) each: each select is planned on
+    its own, so the cost grows linearly with the clauses, where PostgreSQL's join planner grew much faster.
+    """
+    selects = [select.order_by() for select in selects]
     if len(selects) == 1:
         qs = qs.filter(pk__in=selects[0])
     elif selects:
         qs = qs.filter(pk__in=selects[0].intersection(*selects[1:]))
-    for entity, keys in absent.items():
-        qs = qs.exclude(pk__in=_KEYED_MODELS[entity].objects.filter(key__in=sorted(keys)).values("run_id"))
+    for select in absent:
+        qs = qs.exclude(pk__in=select.order_by())
     return qs
 
 
@@ -364,9 +381,7 @@ def search_runs(
             f"Invalid value {max_results} for parameter 'max_results' supplied. It must be at most 50000."
         )
     qs = filter_and_order_runs(qs, filter_string, order_by)
-    offset = decode_token(page_token, "offset")["offset"] if page_token else 0
-    if offset < 0:
-        raise InvalidParameter(f"Invalid page token {page_token!r}.")
+    offset = decode_offset(page_token)
     runs = list(qs[offset : offset + max_results + 1])
     token = ""
     if len(runs) > max_results:
@@ -387,18 +402,18 @@ def filter_experiments(qs: QuerySet, filter_string: str | None, order_by: list[s
                   r"attributes.\1", text, flags=re.IGNORECASE)  # fmt: skip
     strings = {"name": "name"}
     numbers = {k: v for k, v in EXPERIMENT_ATTRIBUTES.items() if k != "name"}
+    selects, absent = [], []
     for clause in parse_filter(text, strings, numbers):
-        if clause.entity == "tag":
-            inner = ExperimentTag.objects.filter(experiment_id=OuterRef("pk"), key=clause.key)
-            if clause.comparator in NULL_COMPARATORS:
-                qs = qs.filter(Exists(inner) if clause.comparator == "IS NOT NULL" else ~Exists(inner))
-            else:
-                qs = qs.filter(Exists(inner.filter(value_q("value", clause.comparator, clause.value))))
+        if clause.entity == "tag" and clause.comparator == "IS NULL":
+            absent.append(ExperimentTag.objects.filter(key=clause.key).values("experiment_id"))
+        elif clause.entity == "tag":
+            selects.append(key_value_rows(ExperimentTag, clause, "experiment_id"))
         elif clause.entity == "attribute" and clause.key in EXPERIMENT_ATTRIBUTES:
             value = clause.value if clause.key == "name" else int(clause.value)
             qs = qs.filter(value_q(EXPERIMENT_ATTRIBUTES[clause.key], clause.comparator, value))
         else:
             raise InvalidParameter(f"Invalid filter for experiments: {clause.entity} '{clause.key}'.")
+    qs = narrow_by_rows(qs, selects, absent)
     ordering = []
     for item in order_by or []:
         entity, key, ascending = parse_order_by(item)

@@ -227,3 +227,16 @@ def test_a_search_past_the_statement_limit_is_temporarily_unavailable(api_a, set
     response = api_a.post("runs/search", {"experiment_ids": [experiment_id]})
 
     assert "longer than 0.3 s" in assert_error(response, 503, "TEMPORARILY_UNAVAILABLE")["message"]
+
+
+def test_experiment_search_takes_many_tag_clauses_and_refuses_negative_offsets(api_a):
+    for name, team in (("alpha", "vision"), ("beta", "nlp")):
+        experiment_id = api_a.experiment(name)
+        api_a.post("experiments/set-experiment-tag", {"experiment_id": experiment_id, "key": "team", "value": team})
+    many = " AND ".join(["tags.team LIKE 'vis%'", "tags.team != 'nlp'", "tags.nothing IS NULL"] * 100)
+
+    response = api_a.post("experiments/search", {"filter": many})
+
+    assert [e["name"] for e in response.json()["experiments"]] == ["alpha"]
+    token = encode_token({"offset": -5})
+    assert_error(api_a.post("experiments/search", {"page_token": token}), 400, "INVALID_PARAMETER_VALUE")
