@@ -85,6 +85,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "portal.lib.untrusted.RequestLineMiddleware",  # a NUL in the path or query string is a 400, before any view
+    "portal.lib.dbtimeout.StatementTimeoutMiddleware",  # a time limit on each SQL statement of a request
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -136,6 +137,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that live-server tests in other threads see the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-portal.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Seconds each SQL statement of a request may take (portal/lib/dbtimeout.py); 0: no limit. Workers, the agent
+# and migrations are not limited.
+PORTAL_REQUEST_STATEMENT_TIMEOUT = envint("PORTAL_REQUEST_STATEMENT_TIMEOUT", 30)
 
 # --- Redis, Celery, Channels ---------------------------------------------------------------------
 REDIS_URL = envstr("REDIS_URL")

@@ -17,8 +17,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaValidationError
+
+from portal.lib import schemas
 
 # x-portal-type → the JSON type it must hold (None: any; enum and json are constrained otherwise).
 PORTAL_TYPES: dict[str, str | None] = {
@@ -115,17 +116,16 @@ def ordered_properties(schema: dict[str, Any]) -> dict[str, Any]:
 def validate_args_schema(schema: Any) -> None:
     """Check a template's argument schema: valid Draft 2020-12, an object of typed, flag-like properties.
 
-    An empty schema means "no arguments". Raises `ValidationError({"args_schema": [...]})`.
+    An empty schema means "no arguments". References must stay inside the schema and patterns must be RE2's
+    (see `portal.lib.schemas`). Raises `ValidationError({"args_schema": [...]})`.
     """
     if schema in (None, {}):
         return
     problems: list[str] = []
     if not isinstance(schema, dict):
         raise ValidationError({"args_schema": [_("The argument schema must be a JSON object.")]})
-    meta = Draft202012Validator(Draft202012Validator.META_SCHEMA)
-    for error in sorted(meta.iter_errors(schema), key=lambda e: ".".join(map(str, e.absolute_path))):
-        where = ".".join(map(str, error.absolute_path)) or "schema"
-        problems.append(_("%(where)s: %(message)s") % {"where": where, "message": error.message})
+    for where, message in schemas.schema_problems(schema):
+        problems.append(_("%(where)s: %(message)s") % {"where": where, "message": message})
     if problems:  # the checks below assume a structurally valid schema
         raise ValidationError({"args_schema": problems})
 
@@ -167,7 +167,7 @@ def _property_problems(name: str, prop: Any) -> list[str]:
     elif "enum" not in prop and json_type not in _JSON_TO_PORTAL:
         problems.append(_("“%(name)s”: give an x-portal-type or a JSON “type”.") % {"name": name})
     if not problems and "default" in prop:
-        for error in Draft202012Validator(_effective_property(prop)).iter_errors(prop["default"]):
+        for error in schemas.validator(_effective_property(prop)).iter_errors(prop["default"]):
             problems.append(
                 _("“%(name)s”: the default is invalid: %(message)s") % {"name": name, "message": _describe(error)}
             )
@@ -179,8 +179,12 @@ def validate_args(schema: dict[str, Any] | None, args: Any, prefix: str) -> dict
 
     Errors are keyed `f"{prefix}.{arg}"` (the bare prefix when `args` is not a mapping). A null value counts
     as not given: the command line could not carry it anyway. Arguments the schema does not declare are
-    rejected unless the schema explicitly allows additional properties.
+    rejected unless the schema explicitly allows additional properties. A schema saved before the checks of
+    `validate_args_schema` existed is checked again here, so that it is never applied unchecked.
     """
+    if schema and schemas.schema_problems(schema):
+        message = _("The template's argument schema is invalid; fix the template.")
+        raise ValidationError({"args_schema": [message]})
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -197,7 +201,7 @@ def validate_args(schema: dict[str, Any] | None, args: Any, prefix: str) -> dict
     filled.update((name, value) for name, value in given.items() if name not in properties)
 
     errors = FieldErrors()
-    for error in Draft202012Validator(_effective_schema(schema)).iter_errors(filled):
+    for error in schemas.validator(_effective_schema(schema)).iter_errors(filled):
         for field, message in _field_messages(error):
             errors.add(f"{prefix}.{field}" if field else prefix, message)
     errors.raise_if_any()
@@ -267,7 +271,7 @@ def _field_messages(error: SchemaValidationError) -> Iterable[tuple[str, str]]:
                 yield _located(field, [*inner, name], _("required"))
     elif error.validator == "additionalProperties" and error.validator_value is False:
         known = error.schema.get("properties", {})
-        patterns = [re.compile(p) for p in error.schema.get("patternProperties", {})]
+        patterns = [schemas.compile_pattern(p) for p in error.schema.get("patternProperties", {})]
         for name in error.instance:
             if name not in known and not any(p.search(name) for p in patterns):
                 yield _located(field, [*inner, name], _("unknown argument") if not path else _("unknown key"))

@@ -13,11 +13,10 @@ import yaml
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, transaction
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from apps.jobs.args import with_order
 from apps.jobs.models import JobTemplate
+from portal.lib import schemas
 
 FIXTURE = Path(settings.BASE_DIR) / "fixtures" / "job_templates.yaml"
 
@@ -80,10 +79,10 @@ def _check(where: str, slug: str, values: dict[str, Any]) -> None:
     command = values.get("command")
     if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
         raise ImproperlyConfigured(f"{where}: command must be a non-empty list of strings")
-    try:
-        Draft202012Validator.check_schema(values.get("args_schema") or {})
-    except SchemaError as exc:
-        raise ImproperlyConfigured(f"{where}: args_schema is not valid JSON Schema: {exc.message}") from exc
+    problems = schemas.schema_problems(values.get("args_schema") or {})
+    if problems:
+        listed = "; ".join(f"{at}: {message}" for at, message in problems)
+        raise ImproperlyConfigured(f"{where}: args_schema is not valid JSON Schema: {listed}")
     try:
         JobTemplate(slug=slug, **values).full_clean(validate_unique=False, validate_constraints=False)
     except ValidationError as exc:

@@ -8,7 +8,7 @@ class ModelsConfig(AppConfig):
     verbose_name = _("Experiments and models")
 
     def ready(self) -> None:
-        from apps.models import artifacts
+        from apps.models import artifacts, lookups  # noqa: F401 (lookups registers MLflow search's like/ilike)
         from apps.projects.storage import register_usage
 
         register_usage(artifacts.USAGE, artifacts.usage)  # artifacts count against the project's storage quota

@@ -36,6 +36,13 @@ class QuotaExceeded(TrackingError):
     status = 413
 
 
+class TemporarilyUnavailable(TrackingError):
+    """A request stopped by the statement time limit (portal/lib/dbtimeout.py): retry it narrower or later."""
+
+    error_code = "TEMPORARILY_UNAVAILABLE"
+    status = 503
+
+
 class NotFound(TrackingError):
     error_code = "RESOURCE_DOES_NOT_EXIST"
     status = 404

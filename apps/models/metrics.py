@@ -107,13 +107,28 @@ def encode_token(payload: dict) -> str:
 
 
 def decode_token(token: str, *fields: str) -> dict:
+    """The payload of a page token whose `fields` are integers the database can hold (64-bit)."""
     try:
         payload = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        if not isinstance(payload, dict) or any(not isinstance(payload.get(f), int) for f in fields):
+        if not isinstance(payload, dict) or any(not _is_int64(payload.get(f)) for f in fields):
             raise ValueError
-    except (ValueError, TypeError, UnicodeError):
+    except (ValueError, TypeError, UnicodeError, RecursionError):
         raise InvalidParameter(f"Invalid page token {token!r}.") from None
     return payload
+
+
+def decode_offset(token: str | None) -> int:
+    """The offset a search page token holds (0 without a token); a negative one is an invalid token."""
+    if not token:
+        return 0
+    offset = decode_token(token, "offset")["offset"]
+    if offset < 0:
+        raise InvalidParameter(f"Invalid page token {token!r}.")
+    return offset
+
+
+def _is_int64(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 def history_page(run_id: int, key: str, max_results: int | None, page_token: str | None) -> tuple[list[tuple], str]:

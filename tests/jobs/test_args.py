@@ -237,3 +237,77 @@ def test_it_passes_a_json_argument_as_json_even_when_it_is_a_boolean():
 
     assert to_cli_args(schema, {"flag": False}) == ["--flag", "false"]
     assert to_cli_args(schema, {"flag": "text"}) == ["--flag", '"text"']
+
+
+# --- hostile patterns (issue 27): RE2 runs them, in time linear in the input ----------------------
+
+EVIL = "^(a+)+$"  # with a backtracking engine, each extra "a" doubles the time of a failed match
+
+
+def test_it_matches_a_catastrophic_pattern_in_linear_time():
+    # 2**40 steps with Python's `re`: this test would not finish.
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": EVIL}}}
+    validate_args_schema(schema)
+
+    with pytest.raises(ValidationError) as exc:
+        validate_args(schema, {"name": "a" * 40 + "!"}, PREFIX)
+
+    assert errors_of(exc) == {f"{PREFIX}.name": [f"{'a' * 40}! does not match the pattern {EVIL}"]}
+    assert validate_args(schema, {"name": "a" * 40}, PREFIX) == {"name": "a" * 40}
+
+
+def test_it_matches_catastrophic_property_patterns_in_linear_time():
+    schema = {
+        "type": "object",
+        "properties": {
+            "opts": {"type": "object", "patternProperties": {EVIL: {"type": "integer"}}, "additionalProperties": False}
+        },
+    }
+    validate_args_schema(schema)
+
+    with pytest.raises(ValidationError) as exc:
+        validate_args(schema, {"opts": {"a" * 40: "x", "a" * 40 + "!": 1}}, PREFIX)
+
+    messages = errors_of(exc)[f"{PREFIX}.opts"]
+    assert f"{'a' * 40}: x is not a whole number" in messages
+    assert f"{'a' * 40}!: unknown key" in messages
+
+
+def test_the_patterns_are_compiled_by_re2():
+    import re2
+
+    from portal.lib.schemas import compile_pattern
+
+    assert isinstance(compile_pattern(EVIL), type(re2.compile("x")))
+
+
+@pytest.mark.parametrize("pattern", ["(a)\\1", "(?=a)a", "(?<!a)b"])
+def test_it_refuses_patterns_re2_cannot_run(pattern):
+    with pytest.raises(ValidationError) as exc:
+        validate_args_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
+
+    (message,) = errors_of(exc)["args_schema"]
+    assert message.startswith("properties.x.pattern: ")
+    assert "linear time (RE2)" in message
+
+
+def test_it_does_not_apply_a_stored_schema_that_fails_the_checks():
+    # A template saved before the checks: its schema is refused, never run with a backtracking fallback.
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a|a?)+(?=b)"}}}
+
+    with pytest.raises(ValidationError) as exc:
+        validate_args(schema, {"x": "a" * 40}, PREFIX)
+
+    assert list(errors_of(exc)) == ["args_schema"]
+
+
+def test_it_refuses_unevaluated_properties_next_to_property_patterns():
+    schema = {
+        "type": "object",
+        "properties": {"o": {"type": "object", "patternProperties": {"^a": {}}, "unevaluatedProperties": False}},
+    }
+
+    with pytest.raises(ValidationError) as exc:
+        validate_args_schema(schema)
+
+    assert "“unevaluatedProperties” cannot be combined with “patternProperties”." in errors_of(exc)["args_schema"][0]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+
 import pytest
 
 from apps.jobs.models import JobTemplate
 from apps.runtime.kubernetes.manifests import FRAMEWORKS
 from tests.conftest import user_client
+from tests.factories import python_template
 
 LIST_URL = "/api/v1/templates/"
 
@@ -105,3 +110,100 @@ def test_an_env_that_is_not_text_is_a_400(world):
 
     assert response.status_code == 400
     assert list(response.json()) == ["env"]
+
+
+# --- hostile argument schemas (issue 27) -------------------------------------------------------
+
+
+@pytest.fixture
+def counting_server():
+    """A real HTTP server on localhost serving a JSON Schema, counting the requests it gets."""
+    hits: list[str] = []
+    document = json.dumps({"type": "string", "enum": ["leaked-secret-value"]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/schema.json", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "schema_of",
+    [
+        lambda url: {"$ref": url},
+        lambda url: {"type": "object", "properties": {"x": {"$ref": url}}},
+        lambda url: {"type": "object", "properties": {"x": {"type": "string", "$dynamicRef": url}}},
+        lambda url: {"type": "object", "$defs": {"d": {"$ref": url}}, "properties": {"x": {"$ref": "#/$defs/d"}}},
+    ],
+)
+def test_a_reference_outside_the_schema_is_a_400_and_nothing_is_fetched(world, counting_server, schema_of):
+    url, hits = counting_server
+
+    response = user_client(world.alice).post(LIST_URL, body(args_schema=schema_of(url)), format="json")
+
+    assert response.status_code == 400
+    (message,) = [m for m in response.json()["args_schema"] if url in m]
+    assert "not a reference inside the schema" in message
+    assert hits == []
+    assert not JobTemplate.objects.filter(slug="train").exists()
+
+
+def test_a_reference_inside_the_schema_is_kept(world):
+    schema = {
+        "type": "object",
+        "$defs": {"rate": {"type": "number", "minimum": 0}},
+        "properties": {"lr": {"$ref": "#/$defs/rate", "x-portal-type": "float"}},
+    }
+
+    response = user_client(world.alice).post(LIST_URL, body(args_schema=schema), format="json")
+
+    assert response.status_code == 201, response.content
+    assert JobTemplate.objects.get(slug="train").args_schema["$defs"] == schema["$defs"]
+
+
+def test_a_stored_schema_with_a_remote_reference_is_never_fetched_when_a_pipeline_uses_it(world, counting_server):
+    url, hits = counting_server
+    # As a template saved before the check existed would be: written straight to the table.
+    schema = {"type": "object", "properties": {"x": {"type": "string", "$ref": url}}}
+    python_template(world.project_a, slug="old", args_schema=schema)
+    spec = {"nodes": [{"name": "a", "template": "old", "args": {"x": "guess"}}]}
+
+    response = user_client(world.alice).post(
+        "/api/v1/pipelines/", {"project": "project-a", "name": "p", "spec": spec}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "invalid argument schema" in response.json()["nodes.a.template"][0]
+    assert "leaked-secret-value" not in response.content.decode()
+    assert hits == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"type": "object", "properties": {"x": {"type": "string", "pattern": "(a)\\1"}}}, "properties.x.pattern"),
+        ({"type": "object", "properties": {"x": {"type": "object", "patternProperties": {"(?=k)": {}}}}}, "x"),
+    ],
+)
+def test_a_pattern_without_a_linear_time_engine_is_a_400_naming_the_field(world, schema, where):
+    response = user_client(world.alice).post(LIST_URL, body(args_schema=schema), format="json")
+
+    assert response.status_code == 400
+    (message,) = response.json()["args_schema"]
+    assert where in message
+    assert "linear time (RE2)" in message

@@ -59,3 +59,13 @@ def test_the_token_is_opaque_and_checked():
     assert metric_store.decode_token(token, "s", "t", "i") == {"s": 1, "t": 2, "i": 3}
     with pytest.raises(Exception, match="Invalid page token"):
         metric_store.decode_token(metric_store.encode_token({"s": "1"}), "s")
+
+
+@pytest.mark.parametrize("payload", [{"s": 2**63, "t": 0, "i": 0}, {"s": 0, "t": -(2**63) - 1, "i": 0}, {"s": True}])
+def test_a_token_out_of_the_databases_integer_range_is_invalid(api_a, payload):
+    run_id = api_a.run(api_a.experiment("e"))["info"]["run_id"]
+    token = metric_store.encode_token({"s": 0, "t": 0, "i": 0, **payload})
+
+    response = api_a.get("metrics/get-history", run_id=run_id, metric_key="m", page_token=token)
+
+    assert_error(response, 400, "INVALID_PARAMETER_VALUE")

@@ -31,6 +31,9 @@ def test_the_official_client_tracks_registers_and_loads_a_model(world, live_asgi
     assert out["search_acc"] == ["first"]
     assert out["search_like"] == ["first"]
     assert out["search_order"][:2] == ["second", "first"]  # acc 0.5 < 0.9; runs without acc come last
+    assert out["search_many"] == ["first"]
+    assert "first" in out["search_percent"]
+    assert out["search_too_many"] == "INVALID_PARAMETER_VALUE"
 
     assert out["root_artifacts"] == [["a.txt", False], ["data", True], ["notes", True]]
     assert out["data_artifacts"] == [["data/sub", True], ["data/table.csv", False]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from apps.models.metrics import encode_token
 from apps.models.models import ModelVersion
 from tests.models.conftest import assert_error
 
@@ -118,3 +119,15 @@ def test_logged_models(api_a, run_id):
 def test_unknown_endpoints_answer_in_mlflow_shape(api_a):
     assert_error(api_a.get("no/such/thing"), 404, "ENDPOINT_NOT_FOUND")
     assert_error(api_a.get("runs/create"), 404, "ENDPOINT_NOT_FOUND")
+
+
+def test_registered_model_search_takes_many_tag_clauses_and_refuses_negative_offsets(api_a):
+    for name, stage in (("clf", "prod"), ("reg", "dev")):
+        api_a.post("registered-models/create", {"name": name, "tags": [{"key": "stage", "value": stage}]})
+    many = " AND ".join(["tags.stage LIKE 'pr%'", "tags.stage != 'dev'", "tags.nothing IS NULL", "name != 'x'"] * 100)
+
+    found = api_a.get("registered-models/search", filter=many).json()["registered_models"]
+
+    assert [m["name"] for m in found] == ["clf"]
+    token = encode_token({"offset": -1})
+    assert_error(api_a.get("registered-models/search", page_token=token), 400, "INVALID_PARAMETER_VALUE")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from apps.models import search
+from apps.models.metrics import encode_token
+from apps.models.models import Run
 from tests.models.conftest import assert_error
+from tests.portal.test_statement_timeout import slow_statement
 
 
 @pytest.fixture
@@ -131,3 +135,108 @@ def test_search_experiments(api_a):
     response = api_a.post("experiments/search", {"filter": "name LIKE 'alpha%'", "order_by": ["name DESC"]})
     assert [e["name"] for e in response.json()["experiments"]] == ["alphabet", "alpha"]
     assert_error(api_a.post("experiments/search", {"filter": "name LIKE"}), 400, "INVALID_PARAMETER_VALUE")
+
+
+# --- hostile filters (issue 27): bounded, linear, never a 500 ------------------------------------
+
+
+def test_clauses_on_every_entity_combine(api_a, runs):
+    experiment_id, _ids = runs
+    both = "metrics.acc > 0.6 AND params.model = 'rf' AND tags.team LIKE 'n%' AND tags.`with space` IS NOT NULL"
+    assert names(api_a, experiment_id, filter=both) == ["r3"]
+    assert names(
+        api_a, experiment_id, filter="params.model != 'svm' AND tags.team IS NULL AND params.nothing IS NULL"
+    ) == ["r4"]
+    assert names(api_a, experiment_id, filter="params.model = 'rf' AND params.model = 'svm'") == []
+
+
+def test_like_quotes_every_character_but_its_wildcards(api_a, runs):
+    experiment_id, ids = runs
+    body = {"run_id": ids["r4"], "tags": [{"key": "odd", "value": "a*b?[c]_d"}]}
+    assert api_a.post("runs/log-batch", body).status_code == 200
+
+    assert names(api_a, experiment_id, filter="tags.odd LIKE 'a*b?[c]_d'") == ["r4"]
+    assert names(api_a, experiment_id, filter="tags.odd LIKE 'a%b_[c]%'") == ["r4"]
+    assert names(api_a, experiment_id, filter="tags.odd LIKE 'aXb?[c]_d'") == []
+    assert names(api_a, experiment_id, filter="tags.odd LIKE 'a*b?c%'") == []
+    assert names(api_a, experiment_id, filter="tags.odd ILIKE 'A*B?[C]_D'") == ["r4"]
+
+
+def test_a_like_pattern_of_thousands_of_percent_signs_collapses(api_a, runs):
+    experiment_id, _ids = runs
+    assert names(api_a, experiment_id, filter=f"tags.team LIKE '{'%' * 5000}'") == ["r3", "r2", "r1"]
+    assert names(api_a, experiment_id, filter=f"tags.team ILIKE 'V{'%' * 5000}N'") == ["r1"]
+
+
+def test_a_like_pattern_with_too_many_wildcards_is_invalid(api_a, runs):
+    experiment_id, _ids = runs
+    response = api_a.post("runs/search", {"experiment_ids": [experiment_id], "filter": f"tags.team LIKE '{'%a' * 51}'"})
+    assert "wildcards" in assert_error(response, 400, "INVALID_PARAMETER_VALUE")["message"]
+
+
+def test_too_many_clauses_or_too_long_a_filter_is_invalid(api_a, runs):
+    experiment_id, _ids = runs
+    many = " AND ".join(["params.model = 'rf'"] * (search.MAX_CLAUSES + 1))
+    response = api_a.post("runs/search", {"experiment_ids": [experiment_id], "filter": many})
+    assert (
+        f"more than {search.MAX_CLAUSES} clauses" in assert_error(response, 400, "INVALID_PARAMETER_VALUE")["message"]
+    )
+
+    long = f"tags.team = '{'x' * search.MAX_FILTER_LENGTH}'"
+    response = api_a.post("runs/search", {"experiment_ids": [experiment_id], "filter": long})
+    assert "longer than" in assert_error(response, 400, "INVALID_PARAMETER_VALUE")["message"]
+
+
+def test_the_most_clauses_allowed_still_answer_correctly(api_a, runs):
+    experiment_id, _ids = runs
+    keyed = ["params.model = 'rf'", "metrics.acc > 0.8", "tags.team != 'nlp'", "tags.nothing IS NULL"]
+    clauses = (keyed * search.MAX_CLAUSES)[: search.MAX_CLAUSES]
+    assert names(api_a, experiment_id, filter=" AND ".join(clauses)) == ["r1"]
+
+
+def test_the_sql_grows_linearly_with_the_clauses(runs):
+    # One EXISTS per clause made PostgreSQL's planner superlinear; one select per clause in an INTERSECT is not.
+    qs = Run.objects.all()
+    sizes = {}
+    for count in (10, 100):
+        clauses = search.parse_filter(" AND ".join(f"params.p{i} = 'v' AND metrics.m{i} > 1" for i in range(count)))
+        sql = str(search.filter_runs(qs, clauses).query)
+        assert "EXISTS" not in sql
+        assert sql.count("INTERSECT") == 2 * count - 1
+        sizes[count] = len(sql)
+    assert sizes[100] < 11 * sizes[10]
+
+
+def test_a_page_token_with_a_negative_offset_is_invalid(api_a, runs):
+    experiment_id, _ids = runs
+    for offset in (-1, -(2**63)):
+        token = encode_token({"offset": offset})
+        response = api_a.post("runs/search", {"experiment_ids": [experiment_id], "page_token": token})
+        assert_error(response, 400, "INVALID_PARAMETER_VALUE")
+
+
+def test_a_search_past_the_statement_limit_is_temporarily_unavailable(api_a, settings, monkeypatch):
+    settings.PORTAL_REQUEST_STATEMENT_TIMEOUT = 0.3
+    experiment_id = api_a.experiment("slow")
+
+    def slow_search(*args, **kwargs):
+        slow_statement()
+        return [], ""
+
+    monkeypatch.setattr(search, "search_runs", slow_search)
+    response = api_a.post("runs/search", {"experiment_ids": [experiment_id]})
+
+    assert "longer than 0.3 s" in assert_error(response, 503, "TEMPORARILY_UNAVAILABLE")["message"]
+
+
+def test_experiment_search_takes_many_tag_clauses_and_refuses_negative_offsets(api_a):
+    for name, team in (("alpha", "vision"), ("beta", "nlp")):
+        experiment_id = api_a.experiment(name)
+        api_a.post("experiments/set-experiment-tag", {"experiment_id": experiment_id, "key": "team", "value": team})
+    many = " AND ".join(["tags.team LIKE 'vis%'", "tags.team != 'nlp'", "tags.nothing IS NULL"] * 100)
+
+    response = api_a.post("experiments/search", {"filter": many})
+
+    assert [e["name"] for e in response.json()["experiments"]] == ["alpha"]
+    token = encode_token({"offset": -5})
+    assert_error(api_a.post("experiments/search", {"page_token": token}), 400, "INVALID_PARAMETER_VALUE")

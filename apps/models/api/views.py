@@ -79,8 +79,7 @@ class TrackingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Proje
         text = self.request.query_params.get("filter") if self.action == "list" else None
         if text:
             try:
-                for clause in search.parse_filter(text):
-                    qs = search.apply_run_clause(qs, clause)
+                qs = search.filter_runs(qs, search.parse_filter(text))
             except TrackingError as error:
                 raise domain(error, "filter") from None
         return qs

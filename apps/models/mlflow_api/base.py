@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.translation import gettext as _
@@ -28,11 +30,13 @@ from apps.models.errors import (
     InvalidParameter,
     RequestTooLarge,
     ResourceConflict,
+    TemporarilyUnavailable,
     TrackingError,
     Unauthenticated,
 )
 from portal.lib import jsonsafe, untrusted
 from portal.lib.bodylimit import BodyTooLarge, read_body
+from portal.lib.dbtimeout import is_statement_timeout
 from portal.lib.errors import Conflict
 
 logger = logging.getLogger(__name__)
@@ -171,6 +175,13 @@ class Router:
             return error_response(error)
         except Conflict as conflict:  # a service's refusal (still in use), in MLflow's words
             return error_response(ResourceConflict(conflict.message))
+        except OperationalError as error:
+            if not is_statement_timeout(error):
+                logger.exception("MLflow API %s %s failed", request.method, endpoint)
+                return error_response(TrackingError(_("Internal error.")))
+            seconds = settings.PORTAL_REQUEST_STATEMENT_TIMEOUT
+            message = _("The database took longer than %(seconds)s s for this request; narrow it down.")
+            return error_response(TemporarilyUnavailable(message % {"seconds": seconds}))
         except Exception:  # a bug, never bad input: say so in MLflow's words
             logger.exception("MLflow API %s %s failed", request.method, endpoint)
             return error_response(TrackingError(_("Internal error.")))

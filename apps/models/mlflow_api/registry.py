@@ -39,7 +39,7 @@ def _max(model: type[Model], field: str) -> int:
 def _paged(qs: QuerySet, data: dict, default: int, limit: int) -> tuple[list, str]:
     max_results = _max_results(data, default, limit)
     token = data.get("page_token")
-    offset = metric_store.decode_token(token, "offset")["offset"] if token else 0
+    offset = metric_store.decode_offset(token)
     page = list(qs[offset : offset + max_results + 1])
     next_token = metric_store.encode_token({"offset": offset + max_results}) if len(page) > max_results else ""
     return page[:max_results], next_token
@@ -52,23 +52,21 @@ def _filter(
     text = (text or "").strip()
     names = "|".join(re.escape(n) for n in [*strings, *numbers])
     text = re.sub(rf"(?<![\w.`\"])({names})(?=\s*(=|!=|<|>|LIKE|ILIKE|IN|NOT))", r"attributes.\1", text, flags=re.I)
+    tags = qs.model._meta.get_field(tag_path)  # the reverse relation to the tag rows
+    owner = tags.field.attname
+    selects, absent = [], []
     for clause in search.parse_filter(text, strings, numbers):
-        if clause.entity == "tag":
-            field = f"{tag_path}__value"
-            key_q = {f"{tag_path}__key": clause.key}
-            if clause.comparator == "IS NULL":
-                qs = qs.exclude(**key_q)
-            elif clause.comparator == "IS NOT NULL":
-                qs = qs.filter(**key_q)
-            else:
-                qs = qs.filter(search.value_q(field, clause.comparator, clause.value), **key_q)
+        if clause.entity == "tag" and clause.comparator == "IS NULL":
+            absent.append(tags.related_model.objects.filter(key=clause.key).values(owner))
+        elif clause.entity == "tag":
+            selects.append(search.key_value_rows(tags.related_model, clause, owner))
         elif clause.entity == "attribute":
             field = strings.get(clause.key) or numbers[clause.key]
             value = clause.value if clause.key in strings else int(clause.value)
             qs = qs.filter(search.value_q(field, clause.comparator, value))
         else:
             raise InvalidParameter(f"Invalid filter: {clause.entity} '{clause.key}' is not supported here.")
-    return qs.distinct()
+    return search.narrow_by_rows(qs, selects, absent)
 
 
 def _scope(caller: Caller, qs: QuerySet, path: str = "project_id") -> QuerySet:

@@ -136,7 +136,7 @@ def search_experiments(caller: Caller, data: dict, _kw: dict) -> dict:
         qs = qs.filter(project_id=caller.project.pk)
     qs = search.filter_experiments(qs.view_type(data.get("view_type")), data.get("filter"), _order_by(data))
     token = data.get("page_token")
-    offset = metric_store.decode_token(token, "offset")["offset"] if token else 0
+    offset = metric_store.decode_offset(token)
     page = list(qs[offset : offset + max_results + 1])
     result: dict[str, Any] = {"experiments": s.experiments_json(caller, page[:max_results])}
     if len(page) > max_results:

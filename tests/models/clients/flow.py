@@ -66,6 +66,17 @@ out["search_like"] = sorted(
     r.info.run_name for r in mlflow.search_runs(filter_string="tags.team LIKE 'vis%'", output_format="list")
 )
 out["search_order"] = [r.info.run_name for r in mlflow.search_runs(order_by=["metrics.acc ASC"], output_format="list")]
+# Hostile filters (issue 27): many clauses stay fast, too many and a pathological LIKE are refused in MLflow's words.
+many = " AND ".join(["metrics.acc > 0.7", "params.beta = 'b'", "tags.team LIKE 'vis%'"] * 100)
+out["search_many"] = sorted(r.info.run_name for r in mlflow.search_runs(filter_string=many, output_format="list"))
+out["search_percent"] = sorted(
+    r.info.run_name for r in mlflow.search_runs(filter_string=f"tags.team LIKE '{'%' * 5000}'", output_format="list")
+)
+try:
+    mlflow.search_runs(filter_string=" AND ".join(["params.beta = 'b'"] * 401), output_format="list")
+    out["search_too_many"] = "accepted"
+except mlflow.exceptions.MlflowException as exc:
+    out["search_too_many"] = exc.error_code
 out["root_artifacts"] = sorted((f.path, f.is_dir) for f in client.list_artifacts(run_id))
 out["data_artifacts"] = sorted((f.path, f.is_dir) for f in client.list_artifacts(run_id, "data"))
 with tempfile.TemporaryDirectory() as tmp:
