@@ -29,7 +29,8 @@ class AgentProcess:
             **os.environ,
             "DATABASE_URL": database_url_of_test_db(),
             "PORTAL_VAR_DIR": str(settings.VAR_DIR),
-            "PORTAL_WORK_DIR": str(self.work_dir),
+            # The portal's work folder (where the dispatcher puts outputs): the sandbox shows a workload its project's.
+            "PORTAL_WORK_DIR": str(settings.PORTAL_WORK_DIR),
             "PORTAL_AGENT_TIMEOUT": str(settings.PORTAL_AGENT_TIMEOUT),
             "SECRET_KEY": settings.SECRET_KEY,
             **self.env,
