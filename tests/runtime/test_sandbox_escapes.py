@@ -285,3 +285,16 @@ def test_workloads_of_a_host_without_sandbox_are_refused_for_a_second_project(tr
         assert "LOCAL WORKLOADS ARE NOT ISOLATED" in agent.log.read_text()
     finally:
         agent.stop()
+
+
+def test_mode_required_refuses_every_workload_on_a_host_without_sandbox(db, settings, monkeypatch):
+    settings.PORTAL_LOCAL_SANDBOX = "required"
+    monkeypatch.setattr(sandbox, "support", lambda: sandbox.Support(False, "bwrap not found: install it"))
+    workload = Workload(uid="w", name="w", project="alpha", command=["true"])
+    with pytest.raises(sandbox.SandboxRefused) as refused:
+        sandbox.admit(workload, socket.gethostname())
+    assert str(refused.value) == (
+        "refused: the local sandbox is required (PORTAL_LOCAL_SANDBOX=required) but bwrap not found: install it"
+    )
+    settings.PORTAL_LOCAL_SANDBOX = "off"  # the single trusted team: runs, unsandboxed
+    assert sandbox.admit(workload, socket.gethostname()) is False
