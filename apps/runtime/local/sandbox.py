@@ -338,7 +338,25 @@ def _project_paths(workload: Workload, cwd: str, env: dict[str, str]) -> list[tu
     if env.get("PORTAL_OUTPUT_DIR"):
         binds.append((Path(env["PORTAL_OUTPUT_DIR"]).absolute(), True))
     binds += [(path, False) for path in _own_datasets(workload, env)]
-    return [(path, rw) for path, rw in binds if _under(path, work) and slug and path.exists()]
+    binds = [(path, rw) for path, rw in binds if _under(path, work) and slug and path.exists()]
+    return binds + [(path, False) for path in _own_model(workload)]
+
+
+def _own_model(workload: Workload) -> list[Path]:
+    """A local model server's model where the portal put it, read-only: on a local artifact store that is the
+    registered version's artifact folder itself (apps/serving/services/deploy.py), under the hidden MEDIA_ROOT. Taken
+    from the revision the portal froze, never from the command, and only when the replica is the project's own."""
+    from apps.serving.models import Replica
+    from apps.serving.replicas import LABEL
+
+    pk = workload.labels.get(LABEL)
+    if workload.kind != "service" or not str(pk or "").isdigit():
+        return []
+    replica = Replica.objects.select_related("revision__service__project").filter(pk=int(pk)).first()
+    if replica is None or replica.revision.service.project.slug != workload.project:
+        return []
+    path = Path(str(replica.revision.config.get("model_path") or "/nonexistent")).absolute()
+    return [path] if path.is_absolute() and path.exists() and path != Path("/") else []
 
 
 def _own_datasets(workload: Workload, env: dict[str, str]) -> list[Path]:
