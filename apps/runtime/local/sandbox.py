@@ -85,7 +85,8 @@ def support() -> Support:
     found = Support(True, tools=tuple((name, str(path)) for name, path in paths.items()))
     try:
         with Network(found, outbound=[], inbound=[]) as network:
-            argv = [*network.enter(), *limits(), found.tool("bwrap"), *namespaces(), *system_view(), "--", "true"]
+            argv = [*network.enter(), *limits(), *pid_namespace(), found.tool("bwrap"), *namespaces(), *system_view()]
+            argv += ["--", "true"]
             probe = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return Support(False, f"the sandbox cannot start here: {exc}")
@@ -243,9 +244,17 @@ def open_network(workload: Workload) -> Network:
 # --- the process and its filesystem ---------------------------------------------------------------------------------
 
 
+def pid_namespace() -> list[str]:
+    """The PID namespace comes from `unshare --fork`, not from bubblewrap's --unshare-pid: bubblewrap's own init
+    reports the exit code and its monitor exits without reaping it, so wait4 would miss every CPU second the
+    workload used. unshare waits for bubblewrap, which (pid 1 in there) waits for the command: wait4 sees it all,
+    and when bubblewrap exits the kernel kills whatever is left in the namespace."""
+    return [shutil.which("unshare") or "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+
+
 def namespaces() -> list[str]:
     return [
-        "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", "--cap-drop", "ALL", "--hostname", "sandbox",
     ]  # fmt: skip
 
@@ -400,7 +409,8 @@ def wrap(argv: list[str], cwd: str, env: dict[str, str], workload: Workload, net
         scrubbed["HOME"] = "/tmp"
     scrubbed["TMPDIR"] = "/tmp"
     command = [
-        *network.enter(), *limits(), found.tool("bwrap"), *namespaces(), *system_view(), *binds, *hides, *data,
+        *network.enter(), *limits(), *pid_namespace(), found.tool("bwrap"), *namespaces(), *system_view(), *binds,
+        *hides, *data,
         "--chdir", str(Path(cwd).absolute()), "--", *argv,
     ]  # fmt: skip
     return command, scrubbed
