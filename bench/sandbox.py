@@ -5,7 +5,8 @@
 Three timings, each the median of --runs, of starting and waiting for `/bin/true` and for `python -c pass` (the
 task environment's interpreter):
 - plain: subprocess.Popen, as the agent starts a workload with PORTAL_LOCAL_SANDBOX=off;
-- network: a workload's network namespace (holder + pasta forwarding the portal's port), once per workload;
+- network: a workload's network namespace (holder + pasta forwarding the portal's port), once per notebook or model
+  server; a task takes its project's shared one (apps/runtime/local/sandbox.py, `open_network`);
 - replica: nsenter + prlimit + bubblewrap around the command, once per replica (the namespace already open).
 """
 
@@ -63,8 +64,11 @@ def main() -> None:
             wrapped, wrapped_env = sandbox.wrap(argv, str(cwd), env, workload, network)
             replica = timed(lambda w=wrapped, e=wrapped_env: subprocess.run(w, cwd=cwd, env=e, check=True), args.runs)
         print(f"{label:>16}: plain {plain:7.1f}   sandboxed replica {replica:7.1f}   (+{replica - plain:.1f})")
-    network_ms = timed(lambda: sandbox.open_network(workload).close(), args.runs)
-    print(f"{'network':>16}: {network_ms:7.1f} per workload (holder + pasta)")
+    fresh = timed(lambda: sandbox.Network(found, outbound=sandbox.portal_port(), inbound=[]).close(), args.runs)
+    print(f"{'network':>16}: {fresh:7.1f} for a namespace of its own (holder + pasta: a notebook, a model server)")
+    with sandbox.open_network(workload):  # the project's shared namespace, kept open meanwhile
+        pooled = timed(lambda: sandbox.open_network(workload).close(), args.runs)
+    print(f"{'':>16}  {pooled:7.1f} for a task, in its project's shared namespace")
 
 
 if __name__ == "__main__":

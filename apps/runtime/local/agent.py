@@ -92,7 +92,7 @@ class Supervisor:
         self.agent = agent
         self.item = item
         self.lock = threading.Lock()
-        self.network: sandbox.Network | None = None
+        self.network: sandbox.Network | sandbox.Lease | None = None
 
     def run(self) -> None:
         replace_broken_connection()

@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,6 +215,9 @@ class Network:
             self.found.tool("nsenter"), "-t", str(self.holder.pid), "--user", "--net", "--preserve-credentials", "--",
         ]  # fmt: skip
 
+    def alive(self) -> bool:
+        return self.holder is not None and self.holder.poll() is None
+
     def close(self) -> None:
         if self.holder is not None and self.holder.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -237,8 +241,99 @@ def portal_port() -> list[int]:
     return [url.port or (443 if url.scheme == "https" else 80)]
 
 
-def open_network(workload: Workload) -> Network:
-    return Network(support(), outbound=portal_port(), inbound=sorted({int(p) for p in workload.ports.values() if p}))
+def open_network(workload: Workload) -> Network | Lease:
+    """The network namespace `workload` runs in (`close` it when the workload ends). A workload that serves ports
+    (a notebook, a model server) gets one of its own; the others of one project share one while the project keeps
+    it busy: pasta takes 0.1–0.7 s to start here, which a pipeline of short tasks would pay at every node. Sharing
+    lets a project's concurrent tasks reach each other's ports, which is no more than they share on disk."""
+    inbound = sorted({int(p) for p in workload.ports.values() if p})
+    if inbound:
+        return Network(support(), outbound=portal_port(), inbound=inbound)
+    return _pool.acquire(workload.project, portal_port())
+
+
+class Lease:
+    """A workload's use of a project's shared namespace: `close` hands it back to the pool."""
+
+    def __init__(self, pool: _Pool, key: tuple, network: Network) -> None:
+        self.pool, self.key, self.network = pool, key, network
+        self.closed = False
+
+    def enter(self) -> list[str]:
+        return self.network.enter()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.pool.release(self.key)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Pool:
+    """Namespaces shared by a project's workloads without ports of their own, closed IDLE_SECONDS after their last
+    workload ended."""
+
+    IDLE_SECONDS = 30.0
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: dict[tuple, list] = {}  # key → [network, users, idle since (monotonic) or None]
+
+    def acquire(self, project: str, outbound: list[int]) -> Lease:
+        key = (project, tuple(outbound))
+        self.close_idle()
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None and entry[0].alive():
+                entry[1] += 1
+                entry[2] = None
+                return Lease(self, key, entry[0])
+        network = Network(support(), outbound=outbound, inbound=[])  # outside the lock: it takes a while
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None and entry[0].alive():  # another thread made one meanwhile: use it
+                entry[1] += 1
+                entry[2] = None
+                spare = network
+            else:
+                self.entries[key] = [network, 1, None]
+                spare = None
+            lease = Lease(self, key, self.entries[key][0])
+        if spare is not None:
+            spare.close()
+        return lease
+
+    def release(self, key: tuple) -> None:
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] <= 0:
+                entry[2] = time.monotonic()
+        timer = threading.Timer(self.IDLE_SECONDS + 0.1, self.close_idle)
+        timer.daemon = True
+        timer.start()
+
+    def close_idle(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            idle = [
+                key
+                for key, (network, users, since) in self.entries.items()
+                if users <= 0 and ((since is not None and now - since >= self.IDLE_SECONDS) or not network.alive())
+            ]
+            closing = [self.entries.pop(key)[0] for key in idle]
+        for network in closing:
+            network.close()
+
+
+_pool = _Pool()
 
 
 # --- the process and its filesystem ---------------------------------------------------------------------------------
@@ -389,7 +484,9 @@ def _own_datasets(workload: Workload, env: dict[str, str]) -> list[Path]:
     return [named[digest] for digest in set(owned.values_list("digest", flat=True))]
 
 
-def wrap(argv: list[str], cwd: str, env: dict[str, str], workload: Workload, network: Network) -> tuple[list, dict]:
+def wrap(
+    argv: list[str], cwd: str, env: dict[str, str], workload: Workload, network: Network | Lease
+) -> tuple[list, dict]:
     """The command line and env that run `argv` sandboxed in `network`."""
     found = support()
     binds = [arg for root in code_roots() for arg in ("--ro-bind", str(root), str(root))]
