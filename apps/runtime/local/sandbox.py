@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -169,11 +170,12 @@ def _die_with_agent() -> None:  # pragma: no cover (runs in the child between fo
 
 class Network:
     """A workload's network namespace: loopback, plus pasta's forwards (`outbound` ports of the host's loopback,
-    `inbound` ports the host's loopback forwards in). A context manager; `close` ends the holder, pasta follows."""
+    `inbound` ports the host's loopback forwards in). A context manager; `close` ends pasta and the holder."""
 
     def __init__(self, found: Support, *, outbound: list[int], inbound: list[int]) -> None:
         self.found = found
         self.holder: subprocess.Popen | None = None
+        self.pasta: subprocess.Popen | None = None
         unshare = [found.tool("unshare"), "--user", "--map-root-user", "--net", "--", found.tool("sleep"), "infinity"]
         ours = os.readlink("/proc/self/ns/net")
         self.holder = subprocess.Popen(
@@ -191,17 +193,33 @@ class Network:
                 if time.monotonic() > deadline:
                     raise OSError("no network namespace: the holder did not start in time")
                 time.sleep(0.002)
+            ready = tempfile.NamedTemporaryFile(prefix="pasta-", suffix=".pid", delete=False)  # noqa: SIM115
+            ready.close()
             pasta = [
-                found.tool("pasta"), *(["--runas", "0"] if os.geteuid() == 0 else []), "--quiet",
-                "-T", ",".join(str(port) for port in outbound) or "none",
+                found.tool("pasta"), *(["--runas", "0"] if os.geteuid() == 0 else []), "--quiet", "--foreground",
+                "--pid", ready.name, "-T", ",".join(str(port) for port in outbound) or "none",
                 *[arg for port in inbound for arg in ("-t", f"127.0.0.1/{port}")], *([] if inbound else ["-t", "none"]),
                 "-u", "none", "-U", "none", str(self.holder.pid),
             ]  # fmt: skip
-            # pasta forks into the background once its forwards are set up, and quits when the holder exits.
-            done = subprocess.run(pasta, capture_output=True, text=True, timeout=PASTA_TIMEOUT, check=False)
-            if done.returncode != 0:
-                lines = [line for line in done.stderr.splitlines() if "syslog" not in line]
-                raise OSError(f"pasta failed: {(lines or ['exit code ' + str(done.returncode)])[-1]}")
+            # In the foreground, as a child of the agent: pasta outlives the namespace it serves (it does not notice
+            # the holder's end), so `close` stops it, and it dies with the agent. It writes its pid file once its
+            # forwards listen: that is the moment the workload may start.
+            self.pasta = subprocess.Popen(
+                pasta, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True, preexec_fn=_die_with_agent,
+            )  # fmt: skip
+            try:
+                deadline = time.monotonic() + PASTA_TIMEOUT
+                while not os.path.getsize(ready.name):
+                    if self.pasta.poll() is not None:
+                        lines = [x for x in self.pasta.stderr.read().decode(errors="replace").splitlines() if x]
+                        lines = [line for line in lines if "syslog" not in line]
+                        raise OSError(f"pasta failed: {(lines or ['exit code ' + str(self.pasta.returncode)])[-1]}")
+                    if time.monotonic() > deadline:
+                        raise OSError("pasta did not set up the network in time")
+                    time.sleep(0.002)
+            finally:
+                os.unlink(ready.name)
         except BaseException:
             self.close()
             raise
@@ -219,12 +237,13 @@ class Network:
         return self.holder is not None and self.holder.poll() is None
 
     def close(self) -> None:
-        if self.holder is not None and self.holder.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.holder.kill()
-            self.holder.wait()
-        if self.holder is not None and self.holder.stderr is not None:
-            self.holder.stderr.close()
+        for proc in (self.pasta, self.holder):
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                proc.wait()
+            if proc is not None and proc.stderr is not None:
+                proc.stderr.close()
 
     def __enter__(self) -> Network:
         return self
