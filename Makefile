@@ -15,12 +15,13 @@ PYTEST_ARGS ?=
 VAR_DIR := $(or $(PORTAL_VAR_DIR),$(CURDIR)/var)
 SECRET_KEY_PATH := $(or $(SECRET_KEY_FILE),$(VAR_DIR)/secret_key)
 
-.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium clean help secret-key
+.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium sandbox sandbox-if-possible clean help secret-key
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
 	@echo "make test   - run the whole test suite"
 	@echo "make lint   - ruff"
+	@echo "make sandbox - bubblewrap and pasta, which isolate local workloads from each other (docs/security.md)"
 	@echo "make security - bandit over apps/ and portal/, schemathesis against the API schema"
 	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
 	@echo "make notebook-env - JupyterLab and its kernel for notebooks (.venv-notebook; make run and make test build it)"
@@ -103,7 +104,7 @@ demo: migrate
 	$(PY) manage.py demo
 
 # The demo never blocks the portal: `make run` warns when it cannot be made and starts anyway (`make demo` fails).
-run: migrate vendor-if-needed
+run: migrate vendor-if-needed sandbox-if-possible
 	@$(PY) manage.py demo || echo "make run: WARNING: the demo could not be made (see above); starting the portal without it" >&2
 	$(PY) manage.py collectstatic --noinput -v 0
 	@echo ""
@@ -131,7 +132,26 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES); \
 	fi
 
-test: dev-install notebook-env secret-key compilemessages chromium
+# The local runtime's sandbox (docs/security.md, "Local runtime sandbox"): bubblewrap and pasta (Debian's passt),
+# installed from Debian's packages when missing and root (CI runs as root). `make test` needs them (the escape tests
+# in tests/runtime/test_sandbox_escapes.py); `make run` only warns: without them the local runtime runs the
+# workloads of one project only, unless PORTAL_LOCAL_SANDBOX=off says every project is one trusted team.
+SANDBOX_PACKAGES = bubblewrap passt
+sandbox:
+	@if ! command -v bwrap >/dev/null || ! command -v pasta >/dev/null; then \
+	  if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	    echo "make sandbox: bwrap and pasta are missing and apt-get cannot install them here (needs Debian and root)." >&2; \
+	    echo "  As root: apt-get install -y $(SANDBOX_PACKAGES)   (local workloads are isolated with them)" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "make sandbox: installing $(SANDBOX_PACKAGES) from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SANDBOX_PACKAGES); \
+	fi
+
+sandbox-if-possible:
+	@$(MAKE) --no-print-directory sandbox || echo "make run: WARNING: no sandbox for local workloads: the local runtime will run one project's workloads only (docs/security.md)" >&2
+
+test: dev-install notebook-env secret-key compilemessages chromium sandbox
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 test-smoke: dev-install secret-key

@@ -71,6 +71,20 @@ def check_processes() -> None:
         raise ProcessDown("; ".join(down))
 
 
+def check_sandbox() -> None:
+    """Not ready when the local runtime must sandbox workloads and cannot (PORTAL_LOCAL_SANDBOX=required): it runs
+    none. Without a sandbox in mode "auto" the portal works (one project's workloads): the body says so."""
+    from apps.runtime.local import sandbox
+
+    current = sandbox.state()
+    if current["mode"] == "required" and not current["isolated"]:
+        raise SandboxMissing(str(current["detail"]))
+
+
+class SandboxMissing(RuntimeError):
+    """The local sandbox is required and this host cannot provide it."""
+
+
 class ProcessDown(RuntimeError):
     """A process of the Procfile is not running (it is starting, or waiting to restart after an exit)."""
 
@@ -106,6 +120,11 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     results = {name: await _timed(sync_to_async(check)) for name, check in CHECKS.items()}
     results["channel_layer"] = await _timed(_layer_round_trip)
     body: dict[str, Any] = {"checks": results}
+    if settings.PORTAL_RUNTIME == "local":  # whether local workloads are isolated from each other (docs/security.md)
+        from apps.runtime.local import sandbox
+
+        results["sandbox"] = await _timed(sync_to_async(check_sandbox))
+        body["sandbox"] = await sync_to_async(sandbox.state)()
     if settings.PORTAL_SUPERVISOR_STATE:  # started by `make run`: every process it supervises counts
         results["processes"] = await _timed(sync_to_async(check_processes))
         with suppress(OSError, ValueError, KeyError):  # the check above already says why

@@ -268,6 +268,16 @@ for _name, _default in {
     globals()[f"PORTAL_KUBE_{_name}"] = float(envstr(f"PORTAL_KUBE_{_name}", _default))
 # Where task attempts write their outputs (PORTAL_OUTPUT_DIR) and read their inputs.
 PORTAL_WORK_DIR = Path(envstr("PORTAL_WORK_DIR", str(VAR_DIR / "work")))
+# The sandbox of local workloads (apps/runtime/local/sandbox.py, docs/security.md "Local runtime sandbox"):
+# "auto" (default) runs every task, notebook and model server in its own namespaces (bubblewrap + pasta) when this
+# host has them, and otherwise warns and runs the workloads of ONE project only; "required" refuses every workload
+# when the sandbox is missing; "off" is the single trusted team mode (no sandbox, no refusal: every workload can
+# read what the portal's user can).
+PORTAL_LOCAL_SANDBOX = envstr("PORTAL_LOCAL_SANDBOX", "auto").strip().lower()
+if PORTAL_LOCAL_SANDBOX not in {"auto", "required", "off"}:
+    raise ImproperlyConfigured(f"PORTAL_LOCAL_SANDBOX must be auto, required or off; got {PORTAL_LOCAL_SANDBOX!r}")
+# Open files a sandboxed workload may hold (RLIMIT_NOFILE); core dumps are always off.
+PORTAL_LOCAL_SANDBOX_NOFILE = envint("PORTAL_LOCAL_SANDBOX_NOFILE", 65536)
 # An agent whose heartbeat is older than this is dead: its running workloads are lost.
 PORTAL_AGENT_TIMEOUT = envint("PORTAL_AGENT_TIMEOUT", 15)
 # Reserve this share of the machine for the portal itself (cores) when offering capacity.

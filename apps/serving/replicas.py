@@ -149,13 +149,17 @@ def local_workload(service: InferenceService, revision: Revision, replica: Repli
     config = revision.config
     env = _env(service, revision, config)
     workdir = revision_dir(service, revision.number).parent
+    # The port is chosen here and declared (`ports`): the local sandbox forwards exactly the declared ports from the
+    # host's loopback into the replica's own network namespace (apps/runtime/local/sandbox.py).
+    port = free_port()
     if config.get("framework") == Framework.CUSTOM:
-        port = free_port()
         values = {"port": str(port), "model": str(config.get("model_path") or "")}
         command = [_fill(str(token), values) for token in config.get("command") or []]
         upstream = f"http://127.0.0.1:{port}"
     else:
-        command = server_command(config, python="{python}", host="127.0.0.1", port=0, model_path=config["model_path"])
+        command = server_command(
+            config, python="{python}", host="127.0.0.1", port=port, model_path=config["model_path"]
+        )
         env["PYTHONPATH"] = str(settings.BASE_DIR)  # `-m apps.serving.modelserver` from the service's own folder
         upstream = ""
     workload = Workload(
@@ -170,6 +174,7 @@ def local_workload(service: InferenceService, revision: Revision, replica: Repli
         workdir=str(workdir),
         resources=_resources(config),
         labels=_labels(service, revision, replica),
+        ports={"http": port},
     )
     return workload, upstream
 

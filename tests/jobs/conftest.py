@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from django.conf import settings
 
@@ -29,7 +30,8 @@ class AgentProcess:
             **os.environ,
             "DATABASE_URL": database_url_of_test_db(),
             "PORTAL_VAR_DIR": str(settings.VAR_DIR),
-            "PORTAL_WORK_DIR": str(self.work_dir),
+            # The portal's work folder (where the dispatcher puts outputs): the sandbox shows a workload its project's.
+            "PORTAL_WORK_DIR": str(settings.PORTAL_WORK_DIR),
             "PORTAL_AGENT_TIMEOUT": str(settings.PORTAL_AGENT_TIMEOUT),
             "SECRET_KEY": settings.SECRET_KEY,
             **self.env,
@@ -91,6 +93,21 @@ def drive(run: PipelineRun, timeout: float = 60, until=None) -> PipelineRun:
             return run
         assert time.monotonic() < deadline, f"run still {run.status} after {timeout} s: {list(run.tasks.values())}"
         time.sleep(0.1)
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    """The live processes on this host whose command line holds `marker`. A sandboxed task sees neither the test's
+    folders nor its own host pid (it has a PID namespace of its own): the test finds its processes from outside."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(marker in part for part in proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def has_started(run: PipelineRun, name: str = "started") -> bool:
+    """Whether a task of the run wrote `name` in its own folder (the one place a sandboxed task can write)."""
+    return any((Path(folder) / name).exists() for folder in run.tasks.values_list("output_dir", flat=True) if folder)
 
 
 @pytest.fixture

@@ -6,16 +6,16 @@ from __future__ import annotations
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from apps.jobs import orchestrator
 from apps.jobs.models import LogLine, TaskRun, TaskStatus
 from apps.jobs.services import cancel_run, rerun_from, start_run
 from tests.factories import pipeline
-from tests.jobs.conftest import drive
+from tests.jobs.conftest import drive, has_started, processes_with
 
 pytestmark = [pytest.mark.live, pytest.mark.smoke]
 
@@ -69,10 +69,10 @@ def test_a_short_task_reports_the_cpu_it_used(agent, project, owner):
     assert 0.5 <= usage["cpu_seconds"] <= usage["wall_seconds"] * 2 + 0.5, usage
 
 
-def test_a_failing_node_is_retried_with_backoff_then_succeeds(agent, project, owner, tmp_path):
-    marker = tmp_path / "tried"
+def test_a_failing_node_is_retried_with_backoff_then_succeeds(agent, project, owner):
+    # The first attempt leaves a mark in its own folder; the second finds it there (its project's folders).
     code = (
-        f"import pathlib, sys\np = pathlib.Path({str(marker)!r})\n"
+        "import os, pathlib, sys\np = pathlib.Path(os.environ['PORTAL_OUTPUT_DIR']).parent / 'attempt-1' / 'tried'\n"
         "if not p.exists(): p.touch(); sys.exit(3)\nprint('second time lucky')"
     )
     pipe = pipeline(project, owner, [{"name": "flaky", "retries": 2, "retry_backoff": 1, "args": {"code": code}}])
@@ -86,36 +86,39 @@ def test_a_failing_node_is_retried_with_backoff_then_succeeds(agent, project, ow
     assert run.status == "succeeded"
 
 
-def test_a_timeout_kills_the_whole_process_tree(agent, project, owner, tmp_path):
-    pidfile = tmp_path / "child.pid"
+def test_a_timeout_kills_the_whole_process_tree(agent, project, owner):
+    marker = f"child-{uuid.uuid4().hex}"
     code = (
-        "import subprocess, time, pathlib;"
-        f"c = subprocess.Popen(['sleep', '60']); pathlib.Path({str(pidfile)!r}).write_text(str(c.pid)); time.sleep(60)"
+        "import subprocess, sys, time, pathlib;"
+        f"c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}]);"
+        "pathlib.Path('started').write_text(str(c.pid)); time.sleep(60)"
     )
     pipe = pipeline(project, owner, [{"name": "slow", "timeout": 2, "args": {"code": code}}])
-    run = drive(start_run(pipe, owner), timeout=40)
+    run = drive(start_run(pipe, owner), timeout=40, until=has_started)
+    children = [p for p in processes_with(marker) if p.info["cmdline"][-1] == marker]
+    assert children  # the child runs
+    run = drive(run, timeout=40)
     task = run.tasks.get()
     assert task.status == "failed"
     assert task.reason == "timeout: still running after 2 s"
-    child = int(pidfile.read_text())
-    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    assert processes_with(marker) == []
 
 
-def test_cancel_kills_the_running_process(agent, project, owner, tmp_path):
-    pidfile = tmp_path / "pid"
-    code = f"import os, time, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); time.sleep(60)"
+def test_cancel_kills_the_running_process(agent, project, owner):
+    marker = f"long-{uuid.uuid4().hex}"
+    code = f"import time, pathlib; pathlib.Path('started').write_text({marker!r}); time.sleep(60)"
     pipe = pipeline(
         project,
         owner,
         [{"name": "long", "args": {"code": code}}, {"name": "after", "depends_on": ["long"], "args": {"code": "pass"}}],
     )
-    run = drive(start_run(pipe, owner), until=lambda r: pidfile.exists())
-    pid = int(pidfile.read_text())
+    run = drive(start_run(pipe, owner), until=has_started)
+    assert processes_with(marker)
     cancel_run(run)
     run = drive(run, timeout=30)
     assert run.status == "cancelled"
     assert statuses(run) == {"after": "cancelled", "long": "cancelled"}
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert processes_with(marker) == []
 
 
 def test_an_unchanged_node_is_taken_from_the_cache(agent, project, owner):
@@ -138,8 +141,8 @@ def test_an_unchanged_node_is_taken_from_the_cache(agent, project, owner):
     assert statuses(third) == {"prep": "cached", "train": "succeeded"}
 
 
-def test_rerun_from_a_failed_node_reuses_what_succeeded(agent, project, owner, tmp_path):
-    flag = tmp_path / "fixed"
+def test_rerun_from_a_failed_node_reuses_what_succeeded(agent, project, owner, settings):
+    flag = Path(settings.PORTAL_WORK_DIR) / project.slug / "fixed"  # in the project's folders, which its tasks see
     nodes = [
         {"name": "a", "cache": False, "args": {"code": "open('out.txt','w').write('a')"}},
         {
@@ -200,13 +203,13 @@ def test_continue_policy_runs_independent_branches_and_marks_upstream_failed(age
     assert run.status == "failed"
 
 
-def test_killing_the_agent_leaves_no_task_running(agent, project, owner, settings, tmp_path):
-    pidfile = tmp_path / "pid"
-    code = f"import os, time, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); time.sleep(120)"
+def test_killing_the_agent_leaves_no_task_running(agent, project, owner, settings):
+    marker = f"victim-{uuid.uuid4().hex}"
+    code = f"import time, pathlib; pathlib.Path('started').write_text({marker!r}); time.sleep(120)"
     run = drive(
-        start_run(pipeline(project, owner, [{"name": "victim", "args": {"code": code}}]), owner),
-        until=lambda r: pidfile.exists(),
+        start_run(pipeline(project, owner, [{"name": "victim", "args": {"code": code}}]), owner), until=has_started
     )
+    assert processes_with(marker)
     os.kill(agent.proc.pid, signal.SIGKILL)
     agent.proc.wait()
     started = time.monotonic()
@@ -219,8 +222,10 @@ def test_killing_the_agent_leaves_no_task_running(agent, project, owner, setting
     assert task.reason == "agent lost: the process supervising it died"
     run.refresh_from_db()
     assert run.status == "failed"
-    pid = int(pidfile.read_text())
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    deadline = time.monotonic() + 5  # SIGKILLed trees: the kernel takes a moment to reap a PID namespace
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with(marker) == []
 
 
 def test_without_an_agent_tasks_wait_and_say_so(project, owner):

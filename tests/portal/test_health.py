@@ -23,8 +23,42 @@ def test_readyz_checks_database_broker_and_channel_layer(client):
     body = response.json()
     assert response.status_code == 200, body
     assert body["status"] == "ready"
-    assert set(body["checks"]) == {"database", "broker", "channel_layer"}
+    assert set(body["checks"]) == {"database", "broker", "channel_layer", "sandbox"}
     assert all(check["ok"] for check in body["checks"].values())
+    assert body["sandbox"]["mode"] == "auto"  # isolated or not, this host's local runtime says which
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch):
+    """A host without bubblewrap: what the agent's probe would find."""
+    from apps.runtime.local import sandbox
+
+    monkeypatch.setattr(sandbox, "support", lambda: sandbox.Support(False, "bwrap, pasta not found: install them"))
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_readyz_says_local_workloads_are_not_isolated_and_stays_ready_in_mode_auto(client, no_sandbox):
+    response = client.get("/readyz")
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["checks"]["sandbox"]["ok"] is True
+    assert body["sandbox"] == {
+        "mode": "auto",
+        "isolated": False,
+        "detail": "no sandbox: bwrap, pasta not found: install them; local workloads of only one project are run on "
+        "this host",
+    }
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_readyz_is_503_when_the_sandbox_is_required_and_missing(client, no_sandbox, settings):
+    settings.PORTAL_LOCAL_SANDBOX = "required"
+    response = client.get("/readyz")
+    body = response.json()
+    assert response.status_code == 503
+    assert body["checks"]["sandbox"]["ok"] is False
+    assert "every local workload is refused" in body["checks"]["sandbox"]["error"]
+    assert body["sandbox"]["isolated"] is False
 
 
 @pytest.mark.django_db

@@ -129,7 +129,10 @@ def test_a_deploy_freezes_its_config_and_changes_need_a_new_revision(world, v1, 
     assert spec["labels"]["serving_replica"] == str(replicas[0].pk)
     assert spec["command"][:3] == ["{python}", "-m", "apps.serving.modelserver"]
     assert spec["command"][spec["command"].index("--model") + 1] == config["model_path"]
-    assert spec["command"][spec["command"].index("--port") + 1] == "0"  # it picks a port and says which
+    # Its port is chosen and declared, so that the local sandbox forwards it (the banner still says which).
+    port = spec["command"][spec["command"].index("--port") + 1]
+    assert int(port) > 0
+    assert spec["ports"] == {"http": int(port)}
     assert spec["env"]["PORTAL_SERVICE"] == "iris"
     assert spec["env"]["A"] == "1"
 

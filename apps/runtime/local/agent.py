@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from apps.runtime import hooks
 from apps.runtime.base import send_wakeups
+from apps.runtime.local import sandbox
 from apps.runtime.local.launch import ReplicaSpec, plan
 from apps.runtime.local.notifier import End, Notice, Notifier, replace_broken_connection
 from apps.runtime.local.processes import ExitWaiter, TreeSampler, detect_capacity, kill_tree
@@ -91,6 +92,7 @@ class Supervisor:
         self.agent = agent
         self.item = item
         self.lock = threading.Lock()
+        self.network: sandbox.Network | sandbox.Lease | None = None
 
     def run(self) -> None:
         replace_broken_connection()
@@ -100,6 +102,7 @@ class Supervisor:
             log.exception("supervising %s failed", self.item.workload.uid)
             self._finish(LocalWorkload.State.FAILED, None, "the agent failed while supervising this workload")
         finally:
+            self._close_network()
             self.agent.forget(self.item)
 
     def _run(self) -> None:
@@ -110,12 +113,20 @@ class Supervisor:
         self.sink = listener.sink(workload) if listener else hooks.DiscardSink()
         procs: list[tuple[ReplicaSpec, subprocess.Popen]] = []
         try:
+            # Sandboxed (apps/runtime/local/sandbox.py): one network namespace for all the replicas, so that a
+            # distributed workload's replicas meet on 127.0.0.1 as in a pod; SandboxRefused when it may not run here.
+            if sandbox.admit(workload, socket.gethostname()):
+                self.network = sandbox.open_network(workload)
             for spec in plan(workload):  # plan() raises OSError for a missing task environment
                 os.makedirs(spec.cwd, exist_ok=True)
+                if self.network is not None:
+                    argv, env = sandbox.wrap(spec.argv, spec.cwd, spec.env, workload, self.network)
+                    spec = ReplicaSpec(spec.name, argv, env, spec.cwd)
                 procs.append((spec, self._spawn(spec)))
         except OSError as exc:
             for _spec, proc in procs:
                 kill_tree(proc.pid, signal.SIGKILL)
+            self._close_network()
             self._finish(LocalWorkload.State.FAILED, None, f"could not start: {exc}")
             return
         started = timezone.now()
@@ -139,7 +150,13 @@ class Supervisor:
             exits.close()
         for reader in readers:
             reader.join(timeout=5)
+        self._close_network()
         self._ended(workload, procs, started, ending)
+
+    def _close_network(self) -> None:
+        if self.network is not None:
+            self.network.close()
+            self.network = None
 
     def _supervise(
         self, workload: Workload, procs: list[tuple[ReplicaSpec, subprocess.Popen]], exits: ExitWaiter
@@ -320,6 +337,7 @@ class LocalAgent:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.capacity = detect_capacity()
+        sandbox.warn_at_start()  # loud when workloads will not be isolated (docs/security.md)
         self.agent = Agent.objects.create(
             hostname=socket.gethostname(),
             pid=os.getpid(),
