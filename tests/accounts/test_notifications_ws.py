@@ -27,10 +27,10 @@ def open_socket(live, user=None):
     headers = {"Origin": live.url}
     if user is not None:
         headers["Cookie"] = session_cookie(user)
-    return connect(f"{live.ws_url}/ws/notifications/", additional_headers=headers, open_timeout=5)
+    return connect(f"{live.ws_url}/ws/notifications/", additional_headers=headers, open_timeout=30)
 
 
-def receive(ws, timeout: float = 5.0) -> dict:
+def receive(ws, timeout: float = 30.0) -> dict:
     return json.loads(ws.recv(timeout=timeout))
 
 
@@ -56,7 +56,7 @@ def test_another_users_notifications_do_not_reach_me(live_asgi):
 
 def test_anonymous_socket_is_closed_with_4401(live_asgi):
     with open_socket(live_asgi) as ws, pytest.raises(ConnectionClosed) as closed:
-        ws.recv(timeout=5)
+        ws.recv(timeout=30)
     assert closed.value.rcvd.code == 4401
 
 

@@ -35,7 +35,7 @@ def open_socket(live, slug: str = "project-a", user=None):
     headers = {"Origin": live.url}
     if user is not None:
         headers["Cookie"] = session_cookie(user)
-    return connect(f"{live.ws_url}/ws/projects/{slug}/events/", additional_headers=headers, open_timeout=5)
+    return connect(f"{live.ws_url}/ws/projects/{slug}/events/", additional_headers=headers, open_timeout=30)
 
 
 def receive(ws, timeout: float = 10.0) -> dict:
@@ -54,7 +54,7 @@ def assert_quiet(ws, seconds: float = 1.0) -> None:
 
 def close_code(ws) -> int:
     with pytest.raises(ConnectionClosed) as closed:
-        ws.recv(timeout=5)
+        ws.recv(timeout=30)
     return closed.value.rcvd.code
 
 
