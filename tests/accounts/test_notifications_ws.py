@@ -60,11 +60,11 @@ def test_anonymous_socket_is_closed_with_4401(live_asgi):
     assert closed.value.rcvd.code == 4401
 
 
-def test_an_idle_socket_survives_ten_seconds_and_still_receives(live_asgi):
+def test_an_idle_socket_survives_past_the_5_s_read_timeout_and_still_receives(live_asgi):
     """redis-py 8's 5 s socket_timeout used to close idle websockets (channels_redis#422)."""
     user = UserFactory(username="alice")
     with open_socket(live_asgi, user) as ws:
         assert receive(ws) == {"unread": 0}
-        time.sleep(10)
+        time.sleep(6)  # past the 5 s (a busy machine only makes the pause longer)
         notify(user, "after a quiet spell")
         assert receive(ws) == {"unread": 1}

@@ -133,11 +133,11 @@ def test_anonymous_socket_is_closed_with_4401(live_asgi, world):
         assert close_code(ws) == CLOSE_UNAUTHENTICATED == 4401
 
 
-def test_an_idle_socket_survives_ten_seconds_and_still_receives(live_asgi, world):
+def test_an_idle_socket_survives_past_the_5_s_read_timeout_and_still_receives(live_asgi, world):
     """redis-py 8's 5 s socket_timeout closed idle websockets (channels_redis#422): the layer's settings turn it off."""
     nb = notebook(world.project_a, world.bob, status="starting", handle="server-1")
     with open_socket(live_asgi, user=world.bob) as ws:
         joined(ws)
-        time.sleep(10)
+        time.sleep(6)  # past the 5 s (a busy machine only makes the pause longer)
         notebooks.mark_running(nb.pk, "server-1")
         assert receive(ws)["status"] == "running"
