@@ -27,10 +27,10 @@ def open_socket(live, user=None):
     headers = {"Origin": live.url}
     if user is not None:
         headers["Cookie"] = session_cookie(user)
-    return connect(f"{live.ws_url}/ws/notifications/", additional_headers=headers, open_timeout=5)
+    return connect(f"{live.ws_url}/ws/notifications/", additional_headers=headers, open_timeout=30)
 
 
-def receive(ws, timeout: float = 5.0) -> dict:
+def receive(ws, timeout: float = 30.0) -> dict:
     return json.loads(ws.recv(timeout=timeout))
 
 
@@ -56,15 +56,15 @@ def test_another_users_notifications_do_not_reach_me(live_asgi):
 
 def test_anonymous_socket_is_closed_with_4401(live_asgi):
     with open_socket(live_asgi) as ws, pytest.raises(ConnectionClosed) as closed:
-        ws.recv(timeout=5)
+        ws.recv(timeout=30)
     assert closed.value.rcvd.code == 4401
 
 
-def test_an_idle_socket_survives_ten_seconds_and_still_receives(live_asgi):
+def test_an_idle_socket_survives_past_the_5_s_read_timeout_and_still_receives(live_asgi):
     """redis-py 8's 5 s socket_timeout used to close idle websockets (channels_redis#422)."""
     user = UserFactory(username="alice")
     with open_socket(live_asgi, user) as ws:
         assert receive(ws) == {"unread": 0}
-        time.sleep(10)
+        time.sleep(6)  # past the 5 s (a busy machine only makes the pause longer)
         notify(user, "after a quiet spell")
         assert receive(ws) == {"unread": 1}

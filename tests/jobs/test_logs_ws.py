@@ -33,7 +33,7 @@ def open_socket(live, run, user=None, query: str = ""):
     if user is not None:
         headers["Cookie"] = session_cookie(user)
     url = f"{live.ws_url}/ws/runs/{run if isinstance(run, int) else run.pk}/logs/" + (f"?{query}" if query else "")
-    return connect(url, additional_headers=headers, open_timeout=5, max_size=None)
+    return connect(url, additional_headers=headers, open_timeout=30, max_size=None)
 
 
 def receive(ws, timeout: float = 10.0, *, statuses: bool = False) -> dict:
@@ -178,19 +178,19 @@ def test_run_status_messages_are_forwarded(live_asgi, world, run):
 def test_a_run_outside_my_projects_is_closed_with_4404(live_asgi, world, run, who):
     run_id = run.pk if who == "charlie" else run.pk + 1000
     with open_socket(live_asgi, run_id, world.charlie) as ws, pytest.raises(ConnectionClosed) as closed:
-        ws.recv(timeout=5)
+        ws.recv(timeout=30)
     assert closed.value.rcvd.code == 4404
 
 
 def test_anonymous_socket_is_closed_with_4401(live_asgi, run):
     with open_socket(live_asgi, run) as ws, pytest.raises(ConnectionClosed) as closed:
-        ws.recv(timeout=5)
+        ws.recv(timeout=30)
     assert closed.value.rcvd.code == 4401
 
 
 def test_a_malformed_filter_is_closed_with_4400(live_asgi, world, run):
     with open_socket(live_asgi, run, world.alice, "task=abc") as ws, pytest.raises(ConnectionClosed) as closed:
-        ws.recv(timeout=5)
+        ws.recv(timeout=30)
     assert closed.value.rcvd.code == 4400
 
 

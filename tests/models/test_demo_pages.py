@@ -15,7 +15,7 @@ def populated(world):
     return demo.populate(world.project_a, world.alice)  # the second call changes nothing
 
 
-def test_demo_logs_real_runs_and_an_aliased_version_once(world, populated):
+def test_demo_logs_real_runs_and_an_aliased_version_once_and_its_pages_show_them(world, client, populated):
     experiment = Experiment.objects.get(project=world.project_a, name="iris-models")
     runs = Run.objects.filter(experiment=experiment)
     assert runs.count() == len(demo.RUNS) == 5
@@ -32,8 +32,7 @@ def test_demo_logs_real_runs_and_an_aliased_version_once(world, populated):
     assert "## Intended use" in production.model_version.model_card
     assert populated.versions.count() == 1
 
-
-def test_demo_pages_render(world, client, populated):
+    # Its pages, on the same data: the demo trains five models, the costliest setup of this folder, so once.
     client.force_login(world.alice)
     experiment = Experiment.objects.get(project=world.project_a, name="iris-models")
     html = client.get(

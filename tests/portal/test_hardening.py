@@ -170,7 +170,7 @@ def test_a_websocket_from_another_origin_is_refused(live_asgi, world):
     def handshake(origin: str) -> int:
         headers = {"Origin": origin, "Cookie": cookie}
         try:
-            with connect(f"{live_asgi.ws_url}/ws/notifications/", additional_headers=headers, open_timeout=5):
+            with connect(f"{live_asgi.ws_url}/ws/notifications/", additional_headers=headers, open_timeout=30):
                 return 101
         except InvalidStatus as refused:
             return refused.response.status_code

@@ -35,7 +35,7 @@ def open_socket(live, slug: str = "project-a", user=None):
     headers = {"Origin": live.url}
     if user is not None:
         headers["Cookie"] = session_cookie(user)
-    return connect(f"{live.ws_url}/ws/projects/{slug}/events/", additional_headers=headers, open_timeout=5)
+    return connect(f"{live.ws_url}/ws/projects/{slug}/events/", additional_headers=headers, open_timeout=30)
 
 
 def receive(ws, timeout: float = 10.0) -> dict:
@@ -54,7 +54,7 @@ def assert_quiet(ws, seconds: float = 1.0) -> None:
 
 def close_code(ws) -> int:
     with pytest.raises(ConnectionClosed) as closed:
-        ws.recv(timeout=5)
+        ws.recv(timeout=30)
     return closed.value.rcvd.code
 
 
@@ -133,11 +133,11 @@ def test_anonymous_socket_is_closed_with_4401(live_asgi, world):
         assert close_code(ws) == CLOSE_UNAUTHENTICATED == 4401
 
 
-def test_an_idle_socket_survives_ten_seconds_and_still_receives(live_asgi, world):
+def test_an_idle_socket_survives_past_the_5_s_read_timeout_and_still_receives(live_asgi, world):
     """redis-py 8's 5 s socket_timeout closed idle websockets (channels_redis#422): the layer's settings turn it off."""
     nb = notebook(world.project_a, world.bob, status="starting", handle="server-1")
     with open_socket(live_asgi, user=world.bob) as ws:
         joined(ws)
-        time.sleep(10)
+        time.sleep(6)  # past the 5 s (a busy machine only makes the pause longer)
         notebooks.mark_running(nb.pk, "server-1")
         assert receive(ws)["status"] == "running"

@@ -4,6 +4,8 @@ own, every kind of bad input answered 400 while the server keeps serving, and ad
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
 import subprocess
 import sys
@@ -20,7 +22,9 @@ import pytest
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder
+
+from tests.serving.heldworker import HOLD_ENV, held_in_all_workers_but_one
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal width (cm)"]
@@ -29,13 +33,27 @@ FEATURES = ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal
 class Server:
     """A model-server subprocess on a free port (--port 0: it prints the port it got)."""
 
-    def __init__(self, model: Path, *args: str) -> None:
+    def __init__(self, model: Path, *args: str, port: int = 0, env: dict | None = None, banner: bool = True) -> None:
         command = [sys.executable, "-m", "apps.serving.modelserver", "--name", "iris", "--model", str(model)]
         # stderr to a file: a pipe nobody reads could fill up and block the server (closed by stop())
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [*command, "--port", "0", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True
+            [*command, "--port", str(port), *args],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
         )
+        self.port = port
+        if banner:
+            self.read_banner()
+            self.wait_ready()
+
+    def banner_came(self, timeout: float = 0) -> bool:
+        return bool(select.select([self.proc.stdout], [], [], timeout)[0])
+
+    def read_banner(self) -> None:
         line = self.proc.stdout.readline()  # the banner: the only line it prints on stdout
         if "http://" not in line:
             self.proc.kill()
@@ -44,7 +62,6 @@ class Server:
             raise RuntimeError(f"the model server did not start: {line}{self.log.read().decode()}")
         self.banner = line
         self.port = int(line.split("http://", 1)[1].split()[0].rsplit(":", 1)[1])
-        self.wait_ready()
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + 30
@@ -408,3 +425,31 @@ def test_workers_share_the_port(model):
     finally:
         srv.stop()
     assert srv.proc.returncode == 0
+
+
+def test_the_banner_waits_until_every_worker_serves(iris, tmp_path):
+    """Each worker loads its own copy of the model: one still loading, the banner (what a client waits for) has not
+    come yet, though another worker already answers; once it has, the banner comes and both serve."""
+    estimator = make_pipeline(FunctionTransformer(held_in_all_workers_but_one), LogisticRegression(max_iter=500))
+    joblib.dump(estimator.fit(*iris), tmp_path / "model.joblib")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    release = tmp_path / "release"
+    srv = Server(tmp_path, "--workers", "2", port=port, env={HOLD_ENV: str(release)}, banner=False)
+    try:
+        srv.wait_ready()  # the first worker serves
+        assert not srv.banner_came(), "the banner came before the second worker served"
+        release.touch()
+        assert srv.banner_came(timeout=60), "no banner once both workers serve"
+        srv.read_banner()
+        assert "2 worker(s)" in srv.banner
+        assert srv.port == port
+        pids = set()
+        for _ in range(200):  # each request on a new connection: the kernel hands them to either worker
+            pids.add(srv.get("/metrics")[1].split('pid="', 1)[1].split('"', 1)[0])
+            if len(pids) == 2:
+                break
+        assert len(pids) == 2
+    finally:
+        srv.stop()

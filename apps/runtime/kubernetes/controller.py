@@ -161,11 +161,14 @@ class Controller:
             self.wake()
 
     def step(self) -> None:
+        # What is being recorded is looked at before the rows are read, never after: a row the notifier records
+        # (and lets go of) between the two would otherwise be read as still active yet not being recorded, and be
+        # taken up again as new work (cancelled twice, observed or applied again after its end).
+        with self.closing_lock:
+            closing = set(self.closing)
         rows = list(
             KubeWorkload.objects.filter(state__in=ACTIVE).select_related("cluster").defer("spec", "log_cursors")
         )
-        with self.closing_lock:
-            closing = set(self.closing)
         active = set()
         for row in rows:
             if row.pk in closing:

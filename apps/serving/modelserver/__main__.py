@@ -5,9 +5,10 @@ Protocol v2.
         [--version 1] [--max-batch-size 32] [--max-batch-delay-ms 2] [--predict-thread auto|always|never]
         [--workers 1] [--max-body-mb 64]
 
-Prints one line `modelserver: serving NAME (PLATFORM) on http://HOST:PORT …` on stdout once it listens
-(--port 0 picks a free port: read it there). Exit status 3 when the model cannot be loaded (the message on
-stderr says why, e.g. a framework that is not installed), 2 for a bad command line."""
+Prints one line `modelserver: serving NAME (PLATFORM) on http://HOST:PORT …` on stdout once it listens and, with
+--workers N, once every worker has loaded the model and serves (--port 0 picks a free port: read it there). Exit
+status 3 when the model cannot be loaded (the message on stderr says why, e.g. a framework that is not installed),
+2 for a bad command line."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import logging
 import os
 import socket
 import sys
+import threading
 
 EXIT_LOAD_FAILED = 3
+BACKLOG = 2048
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,8 +51,29 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening before the banner, as the banner says: a client that reads it may connect at once (the
+    # connection waits in the backlog until a worker accepts it), never refused.
+    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
+
+
+def announce_when_started(workers: int, banner: str) -> str:
+    """With --workers N: the address each worker tells once it has loaded the model and serves (READY_ENV), and
+    a thread that prints the banner when all N have. Each worker loads its own copy of the model; a banner
+    printed before would send clients to a server that only part of its workers serve."""
+    ready = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ready.bind(("127.0.0.1", 0))
+
+    def wait_then_print() -> None:
+        started: set[bytes] = set()
+        with ready:
+            while len(started) < workers:  # pids: a worker restarted on the way counts once more, not twice
+                started.add(ready.recv(64))
+        print(banner, flush=True)
+
+    threading.Thread(target=wait_then_print, name="announce", daemon=True).start()
+    return "{}:{}".format(*ready.getsockname())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     import uvicorn
 
-    from apps.serving.modelserver.app import CONFIG_ENV, build
+    from apps.serving.modelserver.app import CONFIG_ENV, READY_ENV, build
     from apps.serving.modelserver.loading import LoadError
 
     try:
@@ -86,11 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     measured = f"{timing * 1000:.2f} ms per {args.max_batch_size} rows" if timing is not None else "not probed"
     where = "a worker thread" if model.calibration["in_thread"] else "the event loop"
     host, port = sock.getsockname()[:2]
-    print(
+    banner = (
         f"modelserver: serving {args.name} ({model.predictor.platform}) on http://{host}:{port} "
         f"with {args.workers} worker(s); predict on {where} ({measured}); "
-        f"batches of up to {args.max_batch_size} rows",
-        flush=True,
+        f"batches of up to {args.max_batch_size} rows"
     )
     common = {
         "http": "httptools",
@@ -100,15 +123,17 @@ def main(argv: list[str] | None = None) -> int:
         "log_level": args.log_level,
         "server_header": False,
         "date_header": False,
-        "backlog": 2048,
+        "backlog": BACKLOG,
         "proxy_headers": False,  # no proxy in front of a replica but the portal router, which adds none
     }
     if args.workers == 1:
+        print(banner, flush=True)  # the model is loaded and the socket listens: served as soon as the loop runs
         uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])
         return 0
     from uvicorn.supervisors import Multiprocess
 
     os.environ[CONFIG_ENV] = json.dumps(options)
+    os.environ[READY_ENV] = announce_when_started(args.workers, banner)
     del app, model  # each worker loads its own copy
     config = uvicorn.Config("apps.serving.modelserver.app:create_app", factory=True, workers=args.workers, **common)
     Multiprocess(config, sockets=[sock]).run()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ from apps.serving.modelserver.protocol import BadRequest, decode_request, encode
 SERVER_NAME = "portal-modelserver"
 SERVER_VERSION = "1.0"
 CONFIG_ENV = "MODELSERVER_CONFIG"  # how --workers N hands the options to its worker processes
+READY_ENV = "MODELSERVER_READY"  # where each of them tells the parent it serves (HOST:PORT, UDP)
 JSON = b"application/json"
 OCTETS = b"application/octet-stream"  # a JSON header, then binary tensor data
 HEADER_LENGTH = b"inference-header-content-length"
@@ -72,9 +74,10 @@ class ServedModel:
 class ModelServer:
     """The ASGI callable."""
 
-    def __init__(self, models: dict[str, ServedModel], max_body_bytes: int = 64 << 20) -> None:
+    def __init__(self, models: dict[str, ServedModel], max_body_bytes: int = 64 << 20, ready_to: str = "") -> None:
         self.models = models
         self.max_body_bytes = max_body_bytes
+        self.ready_to = ready_to  # HOST:PORT told this process's pid when it starts serving (--workers N)
         self.server_metadata = orjson.dumps({"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": EXTENSIONS})
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -191,6 +194,10 @@ class ModelServer:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
+                if self.ready_to:
+                    host, port = self.ready_to.rsplit(":", 1)
+                    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tell:
+                        tell.sendto(str(os.getpid()).encode(), (host, int(port)))
             elif message["type"] == "lifespan.shutdown":
                 for model in self.models.values():
                     model.batcher.close()
@@ -261,4 +268,6 @@ def build(options: dict[str, Any]) -> ModelServer:
 
 def create_app() -> ModelServer:
     """The factory uvicorn's worker processes call (--workers N): options come from the environment."""
-    return build(json.loads(os.environ[CONFIG_ENV]))
+    app = build(json.loads(os.environ[CONFIG_ENV]))
+    app.ready_to = os.environ.get(READY_ENV, "")
+    return app
