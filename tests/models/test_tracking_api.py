@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -44,9 +42,7 @@ def test_metric_series_is_downsampled_with_lttb(world):
     with transaction.atomic():
         insert_points(run.pk, [make_point("loss", float(v), 1, int(s)) for s, v in zip(steps, values, strict=True)])
     client = user_client(world.alice)
-    started = time.perf_counter()
     response = client.get(f"/api/v1/tracking-runs/{run.run_uuid}/metric-series/", {"key": "loss", "points": 500})
-    elapsed = time.perf_counter() - started
     assert response.status_code == 200
     data = response.json()
     assert data["total"] == n
@@ -54,7 +50,6 @@ def test_metric_series_is_downsampled_with_lttb(world):
     assert data["steps"][0] == 0
     assert data["steps"][-1] == n - 1
     assert max(data["values"]) == pytest.approx(values[123_456])  # the spike survives
-    assert elapsed < 5, elapsed
 
 
 def test_lttb_keeps_short_series_whole():
