@@ -77,7 +77,7 @@ class DatasetViewSet(ProjectScopedViewSet):
         return Response({"purged_blobs": purged})
 
     @extend_schema(responses={200: UsageSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)  # the whole list, as the schema says
     def lineage(self, request: Request, pk: str | None = None) -> Response:
         """Which pipeline runs (and tasks) read or wrote which versions of this dataset."""
         return Response(UsageSerializer(services.lineage(self.get_object()), many=True).data)
@@ -167,7 +167,7 @@ class DatasetVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Pr
         return downloads.zip_response(request, version)
 
     @extend_schema(responses={200: UsageSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)  # the whole list, as the schema says
     def lineage(self, request: Request, pk: str | None = None) -> Response:
         version = self.get_object()
         return Response(
