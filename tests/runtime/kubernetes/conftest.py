@@ -89,6 +89,14 @@ class RecordingListener:
         with self.lock:
             return [phase for u, phase, _status in self.changes if u == uid]
 
+    def wait_phases(self, uid: str, expected: list[Phase], timeout: float = 30) -> None:
+        """The changes of `uid` come to be exactly `expected`. The controller records a change in the database, then
+        hands the notice to its notifier thread: a test that saw the row change must still wait for the notice."""
+        deadline = time.monotonic() + timeout
+        while (seen := self.phases(uid)) != expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert seen == expected
+
 
 @pytest.fixture
 def listener() -> Iterator[RecordingListener]:

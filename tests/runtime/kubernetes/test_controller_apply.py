@@ -53,7 +53,7 @@ def test_objects_left_by_an_earlier_attempt_are_adopted(fake, cluster, listener,
     assert len(fake.requests_to("POST", "/")) == len(objs)  # each create answered 409 and was adopted
     fake.sim.start(name)
     wait_for(lambda: row_state("svc-1") == "running")
-    assert listener.phases("svc-1") == [Phase.RUNNING]
+    listener.wait_phases("svc-1", [Phase.RUNNING])
 
 
 def test_a_foreign_object_of_the_same_name_fails_the_workload_and_nothing_of_it_stays(
@@ -75,7 +75,7 @@ def test_a_foreign_object_of_the_same_name_fails_the_workload_and_nothing_of_it_
     assert fake.objects("apps", "deployments", "team-a") == []  # created by this attempt, then deleted
     (kept,) = fake.objects("", "services", "team-a")
     assert kept["metadata"]["labels"] == {"portal.io/workload": "someone-else"}
-    assert listener.phases("svc-2") == [Phase.FAILED]
+    listener.wait_phases("svc-2", [Phase.FAILED])
 
 
 def test_a_workload_the_cluster_cannot_run_fails_with_the_builders_reason(fake, cluster, listener, run_controller):

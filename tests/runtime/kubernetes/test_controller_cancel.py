@@ -29,7 +29,7 @@ def test_cancelling_a_running_job_deletes_it_and_its_pods_in_the_foreground(fake
     assert fake.objects("kubeflow.org", "pytorchjobs", "team-a") == []
     assert fake.objects("", "pods", "team-a") == []
     assert len(fake.requests_to("DELETE", f"/namespaces/team-a/pytorchjobs/{name}")) == 1
-    assert listener.phases("task-1") == [Phase.RUNNING, Phase.CANCELLED]
+    listener.wait_phases("task-1", [Phase.RUNNING, Phase.CANCELLED])
     assert listener.closed == ["task-1"]
     assert runtime.poll("task-1").reason == "cancelled"
 
@@ -124,7 +124,7 @@ def test_a_pass_that_reads_the_rows_while_the_cancellation_is_recorded_does_not_
         assert row_state("task-6") == "cancelled"
         controller.step()
         assert deletes == [tracked.primary_name]
-        assert listener.phases("task-6") == [Phase.CANCELLED]
+        listener.wait_phases("task-6", [Phase.CANCELLED])
     finally:
         controller._release(save=False)
         controller.sock.close()

@@ -112,7 +112,7 @@ def test_a_killed_controllers_running_workloads_finish_under_the_next_one(
     wait_for(lambda: row_state("task-1") == row_state("task-2") == "succeeded", timeout=30)
     assert sorted(workload_labels(fake, "batch", "jobs")) == ["task-1", "task-2"]
     # Running was told by the killed controller's process; the end by its successor, in this one.
-    assert listener.phases("task-1") == [Phase.SUCCEEDED]
+    listener.wait_phases("task-1", [Phase.SUCCEEDED])
 
 
 def test_objects_gone_while_no_controller_ran_end_lost_and_unapplied_intent_is_created(

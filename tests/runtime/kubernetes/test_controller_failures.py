@@ -34,7 +34,7 @@ def test_an_image_that_cannot_be_pulled_is_reported_then_fails_the_run(fake, clu
     assert IMAGE in reason("task-1")
     assert fake.objects("batch", "jobs", "team-a") == []  # nothing is left pulling forever
     assert fake.objects("", "pods", "team-a") == []
-    assert listener.phases("task-1") == [Phase.FAILED]
+    listener.wait_phases("task-1", [Phase.FAILED])
 
 
 def test_an_unschedulable_pod_waits_with_the_schedulers_message(fake, cluster, listener, run_controller):
@@ -95,4 +95,4 @@ def test_objects_deleted_behind_the_portals_back_make_the_run_lost(fake, cluster
     fake.store.delete(("batch", "jobs"), "team-a", name, "Foreground")
     wait_for(lambda: row_state("task-6") == "lost", message="stuck running")
     assert f"the Job {name} is gone from cluster fake" in reason("task-6")
-    assert listener.phases("task-6") == [Phase.RUNNING, Phase.LOST]
+    listener.wait_phases("task-6", [Phase.RUNNING, Phase.LOST])

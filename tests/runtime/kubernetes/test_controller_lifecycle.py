@@ -36,7 +36,7 @@ def test_a_batch_job_goes_pending_running_succeeded_with_its_logs(fake, cluster,
 
     fake.sim.start(name)
     wait_for(lambda: runtime.poll(handle).phase == Phase.RUNNING, message="never running")
-    assert listener.phases("task-1") == [Phase.RUNNING]
+    listener.wait_phases("task-1", [Phase.RUNNING])
     fake.sim.log(name, pod, ["epoch 1", "epoch 2"])
     wait_for(lambda: sum(map(len, listener.lines["task-1"].values())) == 2, message="lines never came")
     fake.sim.log(name, pod, ["done"])
@@ -46,7 +46,7 @@ def test_a_batch_job_goes_pending_running_succeeded_with_its_logs(fake, cluster,
     status = runtime.poll(handle)
     assert status.phase == Phase.SUCCEEDED
     assert status.exit_code == 0
-    assert listener.phases("task-1") == [Phase.RUNNING, Phase.SUCCEEDED]
+    listener.wait_phases("task-1", [Phase.RUNNING, Phase.SUCCEEDED])
     (replica,) = listener.lines["task-1"]
     assert listener.lines["task-1"][replica] == ["epoch 1", "epoch 2", "done"]
     # The sink was closed before the end was told, so the run saw its last line first.
@@ -81,7 +81,7 @@ def test_a_pytorch_job_streams_the_logs_of_every_replica(fake, cluster, listener
         assert lines[replica] == [f"{pod} says {i}" for i in range(3)]
     row = KubeWorkload.objects.get(uid="task-2")
     assert row.replicas == {"master-0": "Succeeded", "worker-0": "Succeeded", "worker-1": "Succeeded"}
-    assert listener.phases("task-2") == [Phase.RUNNING, Phase.SUCCEEDED]
+    listener.wait_phases("task-2", [Phase.RUNNING, Phase.SUCCEEDED])
 
 
 def test_a_failed_replica_fails_the_run_with_its_exit_code(fake, cluster, listener, run_controller):
@@ -96,7 +96,7 @@ def test_a_failed_replica_fails_the_run_with_its_exit_code(fake, cluster, listen
     status = runtime.poll("task-3")
     assert status.exit_code == 3
     assert status.reason.startswith("replica worker-0: container pytorch exited with code 3")
-    assert listener.phases("task-3") == [Phase.RUNNING, Phase.FAILED]
+    listener.wait_phases("task-3", [Phase.RUNNING, Phase.FAILED])
 
 
 @pytest.mark.parametrize("framework", sorted(DISTRIBUTED))
@@ -111,7 +111,7 @@ def test_every_framework_runs_to_success_with_the_logs_of_each_replica(
     pods = fake.sim.pod_names(name)
     assert len(pods) >= 2
     wait_for(lambda: row_state(uid) == "succeeded", message=f"{framework} never succeeded")
-    assert listener.phases(uid) == [Phase.RUNNING, Phase.SUCCEEDED]
+    listener.wait_phases(uid, [Phase.RUNNING, Phase.SUCCEEDED])
     lines = listener.lines[uid]
     assert len(lines) == len(pods)  # one log per replica
     assert sorted(line for replica in lines.values() for line in replica) == sorted(
@@ -140,4 +140,4 @@ def test_services_and_notebooks_run_until_cancelled(workload, group, plural, fak
     wait_for(lambda: row_state("long-1") == "cancelled")
     assert fake.objects(group, plural, "team-a") == []
     assert fake.objects("", "pods", "team-a") == []
-    assert listener.phases("long-1") == [Phase.RUNNING, Phase.CANCELLED]
+    listener.wait_phases("long-1", [Phase.RUNNING, Phase.CANCELLED])
