@@ -410,9 +410,7 @@ def reconcile() -> list[int]:
     """Repair what events missed: lost workloads of dead agents, due retries, runs never advanced."""
     in_use = set(TaskRun.objects.filter(status__in=TASK_ACTIVE).values_list("runtime", flat=True).distinct())
     for name in sorted((in_use - {""}) | {get_runtime().name}):
-        repair = getattr(get_runtime(name), "repair", None)
-        if repair is not None:
-            repair()
+        get_runtime(name).repair()
     revoke_tokens_of_ended_tasks()
     run_ids = list(
         PipelineRun.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLING])

@@ -8,15 +8,16 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import datetime
 
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from apps.jobs.models import LogLine, ResourceSample, TaskRun, TaskStatus
+from apps.jobs.models import ResourceSample, TaskRun, TaskStatus
+from apps.runtime import hooks
 from apps.runtime.models import progress_marker
+from apps.runtime.secretenv import Secrets
 from apps.runtime.workload import Phase, Status, Workload
 
 logger = logging.getLogger(__name__)
@@ -112,18 +113,21 @@ class TaskSink:
             self.samples = []
 
 
-class TaskListener:
-    def sink(self, workload: Workload) -> TaskSink:
+class TaskListener(hooks.Listener):
+    batches_with_ends = True  # an end and the advance it causes are one commit (changed_many)
+
+    def sink(self, workload: Workload, secrets: Secrets) -> TaskSink:
         labels = workload.labels
         if "node" in labels:  # all the log writer needs travels with the workload
             task_id, run_id = int(labels["task_run"]), int(labels["run"])
             task = TaskRun(pk=task_id, run_id=run_id, node=labels["node"], attempt=int(labels["attempt"]))
         else:  # submitted by an older portal
             task = TaskRun.objects.only("id", "run_id", "node", "attempt").get(pk=int(labels["task_run"]))
-        values, missing = _inject_secrets(workload)
-        sink = TaskSink(task, values)
-        if missing:  # deleted between dispatch and start: the task runs without it and its log says why
-            sink.write_many("0", "stderr", [f"portal: secret {name} no longer exists; not set" for name in missing])
+        sink = TaskSink(task, list(secrets.values))
+        if secrets.missing:  # deleted between dispatch and start: the task runs without it and its log says why
+            sink.write_many(
+                "0", "stderr", [f"portal: secret {name} no longer exists; not set" for name in secrets.missing]
+            )
         return sink
 
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
@@ -141,11 +145,11 @@ class TaskListener:
 
     def changed_many(self, notices: list[tuple[Workload, Phase, Status | None]]) -> None:
         """Notices that queued up together, in order (the local agent hands them over in one go, inside the
-        transaction that records their ends: apps/runtime/local/notifier.py; an optional extension of the
-        Listener protocol). Here, not in a Celery worker: the ends of each run are applied and what became ready
-        is dispatched by one advance in this process, which saves a broker round trip per task and, when a
-        fan-out's leaves end together, an advance (and a commit) per leaf. A start whose end is among the notices
-        is not recorded on its own: the end says when it started."""
+        transaction that records their ends: apps/runtime/local/notifier.py, `batches_with_ends`). Here, not in a
+        Celery worker: the ends of each run are applied and what became ready is dispatched by one advance in this
+        process, which saves a broker round trip per task and, when a fan-out's leaves end together, an advance
+        (and a commit) per leaf. A start whose end is among the notices is not recorded on its own: the end says
+        when it started."""
         from apps.jobs.orchestrator import advance_reported
         from apps.jobs.tasks import advance_run
 
@@ -168,37 +172,6 @@ class TaskListener:
             if not done:  # another process holds the run: a worker applies the reports once it is free
                 for task_id, reported in by_task.items():  # after the commit that records the ends
                     transaction.on_commit(functools.partial(advance_run.delay, run_id, task_id, reported))
-
-    def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
-        task_id = int(workload_uid.rsplit("-", 1)[-1])
-        lines = LogLine.objects.filter(task_id=task_id, seq__gt=since).order_by("seq")
-        for line in lines.iterator(chunk_size=2000):
-            yield line.replica, line.seq, line.ts.isoformat(), line.stream, line.text
-
-
-def _inject_secrets(workload: Workload) -> tuple[list[str], list[str]]:
-    """Replace the `${secret:NAME}` references in the workload's env by the values, and the sealed ones (its API
-    token, portal/lib/sealed.py) by theirs, in this process's memory only, and return (the values, for masking; the
-    names of secrets that no longer exist, whose variables are dropped).
-
-    The stored env keeps the references (no value in plain text in LocalWorkload.spec): the agent asks for the
-    sink before it plans the task's processes (apps/runtime/local/agent.py, Supervisor._run), so the processes
-    get the env completed here. Where the pod already exists (the Kubernetes log follower) only masking matters.
-    """
-    from apps.projects.secrets import env_references, resolve_env
-    from portal.lib import sealed
-
-    tokens = sealed.complete_env(workload.env)
-    refs = env_references(workload.env)
-    if not refs:
-        return tokens, []
-    values, missing = resolve_env(workload.project, workload.env)
-    for key in refs:
-        if key in values:
-            workload.env[key] = values[key]
-        else:
-            workload.env.pop(key, None)
-    return [*tokens, *values.values()], missing
 
 
 def _record_image_digests(reports: list[tuple[Workload, Status | None]]) -> None:

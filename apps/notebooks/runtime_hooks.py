@@ -7,13 +7,13 @@ part (waiting for the server to answer) to a Celery task.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 from apps.notebooks import services
 from apps.notebooks.models import Notebook
+from apps.runtime import hooks
+from apps.runtime.secretenv import Secrets
 from apps.runtime.tail import TailSink
 from apps.runtime.workload import Phase, Status, Workload
-from portal.lib import sealed
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +24,8 @@ class NotebookSink(TailSink):
     model = Notebook
 
 
-class NotebookListener:
-    def sink(self, workload: Workload) -> NotebookSink:
-        # Before the agent plans the server's process: its tokens are sealed references in the stored spec, and
-        # become values here, in memory (portal/lib/sealed.py).
-        sealed.complete_env(workload.env)
+class NotebookListener(hooks.Listener):
+    def sink(self, workload: Workload, secrets: Secrets) -> NotebookSink:
         return NotebookSink(int(workload.labels["notebook"]), workload.uid)
 
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
@@ -37,10 +34,3 @@ class NotebookListener:
             services.server_started(pk, workload.uid)
         elif phase.finished:
             services.record_end(pk, workload.uid, phase, status)
-
-    def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
-        """The kept tail, numbered from 1 (older lines are not kept)."""
-        tail = Notebook.objects.filter(handle=workload_uid).values_list("log_tail", flat=True).first() or ""
-        for seq, text in enumerate(tail.splitlines(), start=1):
-            if seq > since:
-                yield "0", seq, "", "stdout", text

@@ -8,8 +8,8 @@ Exposure rule (a task gets only the secrets it names, never all of the project's
 
 References are checked when a pipeline is saved or started (field errors name the node and key). Values never
 enter the database in plain text: the env stored with a workload keeps the `${secret:NAME}` reference, and the
-runtime's listener resolves it when the task starts (apps/jobs/runtime_hooks.py), handing the values to the log
-writer, which stores `***` instead of them.
+runtime resolves it where the task starts (apps/runtime/secretenv.py) and the task's sink hands the values to the
+log writer, which stores `***` instead of them.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from functools import cache
 from urllib.parse import urlsplit
 
@@ -53,7 +52,15 @@ def send_wakeups(addresses: list[str]) -> None:
 
 
 class Runtime(ABC):
+    """Every method a caller may use is declared here, with a default where a backend may leave it out: callers
+    never probe a runtime for a method, nor compare its name to decide what it can do."""
+
     name: str
+    #: Where workloads run and how they are reached. False: processes on this machine, each listening on 127.0.0.1
+    #: at a port the submitter picks (free here) and declares, one process group per workload, probed by the portal.
+    #: True: pods on a cluster, reached through the Service the runtime makes for a workload's ports at the port it
+    #: names; a workload with a `service` spec stands for all its replicas (the cluster scales and probes them).
+    on_cluster: bool = False
 
     @abstractmethod
     def submit(self, workload: Workload) -> str:
@@ -75,10 +82,6 @@ class Runtime(ABC):
     def cancel(self, handle: str) -> None:
         """Stop the workload (its whole process tree / all its pods). Idempotent."""
 
-    @abstractmethod
-    def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
-        """(replica, seq, iso timestamp, stream, text) from `since` on."""
-
     def ready(self) -> bool:
         """Whether the runtime can take work now (backends answer it more cheaply than `capacity`)."""
         return self.capacity() is not None
@@ -86,6 +89,12 @@ class Runtime(ABC):
     @abstractmethod
     def capacity(self) -> Capacity | None:
         """Free and total resources, or None when the runtime cannot currently take work (agent down)."""
+
+    def repair(self) -> int:
+        """Record the end of workloads whose supervisor died with them (the reconcile loops of runs and services call
+        it before they poll); returns how many. Default: nothing to repair (a runtime whose own controller keeps
+        every workload's state level-triggered)."""
+        return 0
 
 
 @cache

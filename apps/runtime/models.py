@@ -64,8 +64,10 @@ class Agent(models.Model):
         return f"agent {self.hostname}:{self.pid}"
 
 
-class LocalWorkload(models.Model):
-    """A workload for the local runtime: submitted by the orchestrator, claimed and run by an agent."""
+class WorkloadRow(models.Model):
+    """A workload of a runtime that keeps its workloads as rows (apps/runtime/rows.py): written by submit, in the
+    submitter's transaction; made real by a long-lived process of the portal (the local agent, the Kubernetes
+    controller), which records how it goes. The row is the intent; everything is level-triggered from it."""
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -78,9 +80,6 @@ class LocalWorkload(models.Model):
     uid = models.CharField(max_length=100, unique=True)
     spec = models.JSONField()
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
-    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="workloads")
-    pids = models.JSONField(default=dict, blank=True)
-    usage = models.JSONField(default=dict, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)
@@ -89,10 +88,22 @@ class LocalWorkload(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:
         return self.uid
+
+
+class LocalWorkload(WorkloadRow):
+    """A workload for the local runtime: submitted by the orchestrator, claimed and run by an agent."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="workloads")
+    pids = models.JSONField(default=dict, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+
+    class Meta(WorkloadRow.Meta):
+        pass
 
 
 class DispatchLock(models.Model):
@@ -190,42 +201,22 @@ class ProjectCluster(models.Model):
         return self.namespace or self.cluster.default_namespace
 
 
-class KubeWorkload(models.Model):
+class KubeWorkload(WorkloadRow):
     """A workload for the `kubernetes` runtime: written by submit (in the dispatcher's transaction), realised on
     the cluster by the controller (`manage.py runkube`), which records what it created and what it watches.
 
     The objects' names derive from `uid`, so creating them again after a crash finds them (409) and adopts them.
     """
 
-    class State(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-        LOST = "lost"
-
-    uid = models.CharField(max_length=100, unique=True)
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="workloads")
     namespace = models.CharField(max_length=63)
-    spec = models.JSONField()
     # [{"apiVersion", "kind", "name"}] of what was applied, the primary object first.
     applied = models.JSONField(default=list, blank=True)
     created = models.BooleanField(default=False, help_text="all objects exist on the cluster")
-    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
     replicas = models.JSONField(default=dict, blank=True, help_text="replica → pod phase")
     # pod → [time of the last log line handed to the listener (ns since the epoch), lines at that time]: where a
     # restarted controller resumes each pod's log (apps/runtime/kubernetes/podlogs.py).
     log_cursors = models.JSONField(default=dict, blank=True)
-    exit_code = models.IntegerField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    cancel_requested = models.BooleanField(default=False)
-    created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["created_at", "pk"]
-
-    def __str__(self) -> str:
-        return self.uid
+    class Meta(WorkloadRow.Meta):
+        pass

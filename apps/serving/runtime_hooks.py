@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from django.db import DatabaseError, connection
 
+from apps.runtime import hooks
+from apps.runtime.secretenv import Secrets
 from apps.runtime.tail import TailSink
 from apps.runtime.workload import Phase, Status, Workload
 from apps.serving.models import Replica
@@ -70,9 +71,8 @@ class ReplicaSink(TailSink):
             connection.close()
 
 
-class ReplicaListener:
-    def sink(self, workload: Workload) -> ReplicaSink:
-        _inject_secrets(workload)
+class ReplicaListener(hooks.Listener):
+    def sink(self, workload: Workload, secrets: Secrets) -> ReplicaSink:
         return ReplicaSink(int(workload.labels[LABEL]), workload.uid)
 
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
@@ -89,26 +89,3 @@ class ReplicaListener:
                 logger.warning("could not queue the readiness check of replica %s", pk, exc_info=True)
         elif phase.finished:
             rollout.record_end(pk, workload.uid, status or Status(phase))
-
-    def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
-        """The kept tail, numbered from 1 (older lines are not kept)."""
-        tail = Replica.objects.filter(handle=workload_uid).values_list("log_tail", flat=True).first() or ""
-        for seq, text in enumerate(tail.splitlines(), start=1):
-            if seq > since:
-                yield "0", seq, "", "stdout", text
-
-
-def _inject_secrets(workload: Workload) -> None:
-    """`${secret:NAME}` references in the env become the values, in this process's memory only (the stored spec
-    keeps the references), as for pipeline tasks: the agent asks for the sink before it starts the process."""
-    from apps.projects.secrets import env_references, resolve_env
-
-    refs = env_references(workload.env)
-    if not refs:
-        return
-    values, _missing = resolve_env(workload.project, workload.env)
-    for key in refs:
-        if key in values:
-            workload.env[key] = values[key]
-        else:
-            workload.env.pop(key, None)

@@ -5,7 +5,7 @@ The stored workload (LocalWorkload.spec, KubeWorkload.spec) has a reference in t
 the value is HMAC-SHA256 of the nonce under a key derived from SECRET_KEY (KID names which of SECRET_KEY and
 SECRET_KEY_FALLBACKS, so a rotation does not strand a workload dispatched before it). Only the portal's processes
 hold that key: the value is computed where the workload starts — in the local agent's memory, handed to the process
-(apps/jobs/runtime_hooks.py, apps/notebooks/runtime_hooks.py), or into the workload's own Kubernetes Secret, which
+(apps/runtime/secretenv.py), or into the workload's own Kubernetes Secret, which
 its pods read by secretKeyRef (apps/runtime/kubernetes/apply.py). The tokens table keeps the SHA-256 digest only,
 so neither a database dump nor a reader of the specs gets a live token.
 """

@@ -4,7 +4,6 @@ own process submits is taken without a claim (LocalRuntime.submit_many with an a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from django.db import connection, transaction
@@ -21,25 +20,21 @@ from apps.runtime.workload import Phase, Status, Workload
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class Recorder:
+class Recorder(hooks.Listener):
     """A listener that notes what it heard and in which transaction state the workload rows were."""
 
     def __init__(self, fail: bool = False) -> None:
         self.heard: list[tuple[str, Phase, str]] = []
         self.fail = fail
 
-    def sink(self, workload: Workload) -> hooks.DiscardSink:
-        return hooks.DiscardSink()
-
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
         state = LocalWorkload.objects.values_list("state", flat=True).get(uid=workload.uid)
         self.heard.append((workload.uid, phase, state))
 
-    def logs(self, workload_uid: str, since: int) -> Iterator:
-        return iter(())
-
 
 class BatchRecorder(Recorder):
+    batches_with_ends = True
+
     def __init__(self, fail: bool = False) -> None:
         super().__init__(fail)
         self.batches: list[tuple[list[str], bool]] = []

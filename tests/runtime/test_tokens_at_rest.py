@@ -12,8 +12,8 @@ from django.db import connection
 from apps.accounts.models import ApiToken, hash_token
 from apps.jobs.models import LogLine
 from apps.jobs.services import start_run
-from apps.notebooks.runtime_hooks import NotebookListener
 from apps.notebooks.services import start_notebook
+from apps.runtime import secretenv
 from apps.runtime.models import LocalWorkload
 from apps.runtime.workload import Workload
 from portal.lib import sealed
@@ -73,8 +73,10 @@ def test_a_notebooks_tokens_are_references_in_its_workload_and_values_only_in_me
 
     env = spec_env(nb.handle)
     assert all(sealed.is_reference(env[name]) for name in (*TOKEN_VARS, "JUPYTER_TOKEN"))
-    workload = Workload.from_dict(LocalWorkload.objects.get(uid=nb.handle).spec)
-    NotebookListener().sink(workload)  # what the agent does before it plans the processes
+    stored_workload = Workload.from_dict(LocalWorkload.objects.get(uid=nb.handle).spec)
+    workload, secrets = secretenv.resolve(stored_workload)  # what the agent does before it plans the processes
+    assert stored_workload.env == env  # the stored workload keeps its references
+    assert set(secrets.values) == {workload.env["PORTAL_API_TOKEN"], workload.env["JUPYTER_TOKEN"]}
     raw = workload.env["PORTAL_API_TOKEN"]
     assert raw == workload.env["MLFLOW_TRACKING_TOKEN"]
     assert hash_token(raw) == nb.api_token.digest

@@ -9,19 +9,17 @@ The controller's liveness is an `Agent` row of kind "kubernetes" (heartbeat, pid
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.runtime import hooks
-from apps.runtime.base import Runtime, send_wakeups
+from apps.runtime.base import send_wakeups
 from apps.runtime.kubernetes.capacity import capacity_of
 from apps.runtime.models import Agent, Cluster, KubeWorkload, ProjectCluster, heartbeat_cutoff
+from apps.runtime.rows import RowRuntime
 from apps.runtime.workload import Capacity, Phase, Status, Workload
 
-ACTIVE = [KubeWorkload.State.PENDING, KubeWorkload.State.RUNNING]
 ADDRESS_TTL = 0.25  # seconds: a busy dispatcher asks several times a second; the answer changes slowly
 
 _addresses: tuple[float, list[str]] = (0.0, [])
@@ -69,11 +67,10 @@ def placement(workload: Workload, clusters: dict[str, Cluster]) -> tuple[Cluster
     return cluster, namespace or cluster.default_namespace
 
 
-class KubernetesRuntime(Runtime):
+class KubernetesRuntime(RowRuntime):
     name = "kubernetes"
-
-    def submit(self, workload: Workload) -> str:
-        return self.submit_many([workload])[0]
+    model = KubeWorkload
+    on_cluster = True
 
     def submit_many(self, workloads: list[Workload]) -> list[str]:
         """One row per workload (a uid submitted before is the same workload: the conflict is ignored)."""
@@ -86,39 +83,24 @@ class KubernetesRuntime(Runtime):
         transaction.on_commit(wake_controllers)  # a controller woken before the commit would find nothing
         return [w.uid for w in workloads]
 
-    def poll(self, handle: str) -> Status:
-        return self.poll_many([handle])[handle]
+    def status_of(self, row: KubeWorkload) -> Status:
+        return Status(Phase(row.state), exit_code=row.exit_code, reason=row.reason, replicas=dict(row.replicas or {}))
 
-    def poll_many(self, handles: list[str]) -> dict[str, Status]:
-        rows = {row.uid: row for row in KubeWorkload.objects.defer("spec").filter(uid__in=handles)}
-        statuses = {}
-        for handle in handles:
-            row = rows.get(handle)
-            if row is None:
-                statuses[handle] = Status(Phase.LOST, reason="the runtime has no record of this workload")
-                continue
-            statuses[handle] = Status(
-                Phase(row.state), exit_code=row.exit_code, reason=row.reason, replicas=dict(row.replicas or {})
-            )
-        return statuses
-
-    def cancel(self, handle: str) -> None:
-        """A row the controller has not started applying is cancelled at once; otherwise the controller
-        deletes its objects (foreground) and records the cancellation."""
+    def cancel_unstarted(self, handle: str) -> bool:
+        """A row the controller has not started applying is cancelled at once; otherwise the controller deletes its
+        objects (foreground) and records the cancellation."""
         unapplied = KubeWorkload.objects.filter(uid=handle, state=KubeWorkload.State.PENDING, created=False, applied=[])
-        if unapplied.update(
-            state=KubeWorkload.State.CANCELLED, cancel_requested=True, reason="cancelled", finished_at=timezone.now()
-        ):
-            return
-        KubeWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True)
-        transaction.on_commit(wake_controllers)
+        return bool(
+            unapplied.update(
+                state=KubeWorkload.State.CANCELLED,
+                cancel_requested=True,
+                reason="cancelled",
+                finished_at=timezone.now(),
+            )
+        )
 
-    def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
-        row = KubeWorkload.objects.filter(uid=handle).first()
-        if row is None:
-            return iter(())
-        listener = hooks.listener_for(Workload.from_dict(row.spec))
-        return listener.logs(handle, since) if listener else iter(())
+    def wake(self) -> None:
+        wake_controllers()
 
     def ready(self) -> bool:
         """A live controller and an enabled cluster (remembered for ADDRESS_TTL)."""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from apps.runtime import hooks
+from apps.runtime import hooks, secretenv
 from apps.runtime.kubernetes.client import POD, KubeClient
 from apps.runtime.kubernetes.manifests import LABEL_MANAGED, LABEL_UID, MANAGED_BY, Resource, label_value, resource_of
 from apps.runtime.kubernetes.podlogs import Cursor, LogFollower
@@ -81,9 +81,8 @@ class Tracked:
         """Hand lines to the listener's sink (opened at the first line; a workload nobody listens to
         discards them). Called from the followers' threads."""
         with self.sink_lock:
-            if self.sink is None:
-                listener = hooks.listener_for(self.workload)
-                self.sink = listener.sink(self.workload) if listener else hooks.DiscardSink()
+            if self.sink is None:  # the pods have the values (their Secret): resolved here only to mask them
+                self.sink = hooks.open_sink(self.workload, secretenv.resolve(self.workload)[1])
             self.sink.write_many(replica, "stdout", lines)
 
     def close_sink(self) -> None:

@@ -27,7 +27,7 @@ from typing import IO
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from apps.runtime import hooks
+from apps.runtime import hooks, secretenv
 from apps.runtime.base import send_wakeups
 from apps.runtime.local import sandbox
 from apps.runtime.local.launch import ReplicaSpec, plan
@@ -106,11 +106,10 @@ class Supervisor:
             self.agent.forget(self.item)
 
     def _run(self) -> None:
-        workload = self.item.workload
-        listener = hooks.listener_for(workload)
-        # Before plan(): a listener completes the env in memory here (project secrets are references in the stored
-        # spec; tests/jobs/test_secret_injection.py fails if the order changes).
-        self.sink = listener.sink(workload) if listener else hooks.DiscardSink()
+        # The stored spec holds references where the env has project secrets and tokens: the processes are planned
+        # from the resolved copy (memory only), and the sink masks what it resolved to.
+        workload, secrets = secretenv.resolve(self.item.workload)
+        self.sink = hooks.open_sink(self.item.workload, secrets)
         procs: list[tuple[ReplicaSpec, subprocess.Popen]] = []
         try:
             # Sandboxed (apps/runtime/local/sandbox.py): one network namespace for all the replicas, so that a

@@ -1,10 +1,10 @@
 """How the local agent records how its workloads ended and tells their listeners (apps/runtime/hooks.py).
 
 One thread, in order (a start can never overtake the end), in batches: whatever queued up while the thread was
-busy is delivered together. A listener with `changed_many(notices)` (an optional extension of hooks.Listener; the
-jobs listener has it) takes a batch at once, inside the transaction that records the ends of its workloads: the
-end and what the listener makes of it (the jobs listener advances the run and dispatches what became ready) are
-one commit. A listener without it hears of each notice in turn, after the ends were recorded on their own.
+busy is delivered together. A listener that `batches_with_ends` (hooks.Listener; the jobs listener does) takes a
+batch at once in `changed_many`, inside the transaction that records the ends of its workloads: the end and what the
+listener makes of it (the jobs listener advances the run and dispatches what became ready) are one commit. Any other
+hears of each notice in turn, in `changed`, after the ends were recorded on their own.
 """
 
 from __future__ import annotations
@@ -106,18 +106,18 @@ class Notifier:
             by_listener.setdefault(id(listener), (listener, []))[1].append(notice)
         for listener, notices in by_listener.values():
             ends = [n.end for n in notices if n.end is not None]
-            many = getattr(listener, "changed_many", None)
-            if many is not None:
+            batches = listener is not None and listener.batches_with_ends
+            if batches:
                 try:
                     with transaction.atomic() if ends else contextlib.nullcontext():
                         record_ends(ends)
-                        many([(n.workload, n.phase, n.status) for n in notices])
+                        listener.changed_many([(n.workload, n.phase, n.status) for n in notices])
                     continue
                 except Exception:
                     log.exception("notifying about %s failed", ", ".join(n.workload.uid for n in notices))
                     # The ends are recorded all the same: the reconcile loop finds them and advances the runs.
             _attempt(record_ends, ends)
-            if listener is not None and many is None:
+            if listener is not None and not batches:
                 for n in notices:
                     _attempt(listener.changed, n.workload, n.phase, n.status)
 

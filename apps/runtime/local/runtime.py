@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from apps.runtime import hooks
-from apps.runtime.base import Runtime, send_wakeups
+from apps.runtime.base import send_wakeups
 from apps.runtime.local.agent import mark_lost, running_here
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
+from apps.runtime.rows import ACTIVE, RowRuntime
 from apps.runtime.workload import Capacity, Phase, Status, Workload
-
-ACTIVE = [LocalWorkload.State.PENDING, LocalWorkload.State.RUNNING]
 
 
 def live_agents():
@@ -37,11 +34,9 @@ def wake_agents() -> None:
     send_wakeups(_addresses[1])
 
 
-class LocalRuntime(Runtime):
+class LocalRuntime(RowRuntime):
     name = "local"
-
-    def submit(self, workload: Workload) -> str:
-        return self.submit_many([workload])[0]
+    model = LocalWorkload
 
     def submit_many(self, workloads: list[Workload]) -> list[str]:
         # Where an agent runs in this process (the orchestrator advances runs on the agent's notifier thread), it
@@ -60,38 +55,24 @@ class LocalRuntime(Runtime):
             transaction.on_commit(wake_agents)  # an agent woken before the commit would find nothing
         return [w.uid for w in workloads]
 
-    def poll(self, handle: str) -> Status:
-        return self.poll_many([handle])[handle]
+    def rows_to_poll(self, handles: list[str]) -> QuerySet[LocalWorkload]:
+        return super().rows_to_poll(handles).select_related("agent")
 
-    def poll_many(self, handles: list[str]) -> dict[str, Status]:
-        rows = {
-            row.uid: row for row in LocalWorkload.objects.select_related("agent").defer("spec").filter(uid__in=handles)
-        }
-        statuses = {}
-        for handle in handles:
-            row = rows.get(handle)
-            if row is None:
-                statuses[handle] = Status(Phase.LOST, reason="the runtime has no record of this workload")
-                continue
-            if row.state in ACTIVE and row.agent is not None and not self._alive(row.agent):
-                mark_lost(row)
-                row.refresh_from_db()
-            statuses[handle] = Status(Phase(row.state), exit_code=row.exit_code, reason=row.reason, usage=row.usage)
-        return statuses
+    def status_of(self, row: LocalWorkload) -> Status:
+        """A row its agent still holds though the agent died is lost: recorded here, as the poll finds it."""
+        if row.state in ACTIVE and row.agent is not None and not self._alive(row.agent):
+            mark_lost(row)
+            row.refresh_from_db()
+        return Status(Phase(row.state), exit_code=row.exit_code, reason=row.reason, usage=row.usage)
 
-    def cancel(self, handle: str) -> None:
+    def cancel_unstarted(self, handle: str) -> bool:
         unclaimed = LocalWorkload.objects.filter(uid=handle, state=LocalWorkload.State.PENDING, agent__isnull=True)
-        if unclaimed.update(state=LocalWorkload.State.CANCELLED, reason="cancelled", finished_at=timezone.now()):
-            return
-        LocalWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True)
-        transaction.on_commit(wake_agents)
+        return bool(
+            unclaimed.update(state=LocalWorkload.State.CANCELLED, reason="cancelled", finished_at=timezone.now())
+        )
 
-    def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
-        row = LocalWorkload.objects.filter(uid=handle).first()
-        if row is None:
-            return iter(())
-        listener = hooks.listener_for(Workload.from_dict(row.spec))
-        return listener.logs(handle, since) if listener else iter(())
+    def wake(self) -> None:
+        wake_agents()
 
     def ready(self) -> bool:
         """A live agent exists: one runs in this process, or one heartbeats (remembered for ADDRESS_TTL: agents

@@ -17,6 +17,7 @@ from apps.runtime.kubernetes.client import forget_clients
 from apps.runtime.kubernetes.controller import Controller, Timing
 from apps.runtime.kubernetes.runtime import KubernetesRuntime
 from apps.runtime.models import Cluster, KubeWorkload, Operator
+from apps.runtime.secretenv import Secrets
 from apps.runtime.workload import Phase, Status, Workload
 from tests.runtime.kubernetes.fakeapi import FakeKube
 
@@ -64,7 +65,7 @@ class RecordingSink:
 
 
 @dataclass
-class RecordingListener:
+class RecordingListener(hooks.Listener):
     """Remembers every line and every change, in the order they came."""
 
     lines: dict[str, dict[str, list[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
@@ -73,7 +74,7 @@ class RecordingListener:
     lines_at_change: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def sink(self, workload: Workload) -> RecordingSink:
+    def sink(self, workload: Workload, secrets: Secrets) -> RecordingSink:
         return RecordingSink(self, workload.uid)
 
     def changed(self, workload: Workload, phase: Phase, status: Status | None = None) -> None:
@@ -81,9 +82,6 @@ class RecordingListener:
             self.changes.append((workload.uid, phase, status))
             # How many lines had come when the change came: an end must come after the last line.
             self.lines_at_change.append(sum(map(len, self.lines[workload.uid].values())))
-
-    def logs(self, workload_uid: str, since: int) -> Iterator[tuple[str, int, str, str, str]]:
-        return iter(())
 
     def phases(self, uid: str) -> list[Phase]:
         with self.lock:
