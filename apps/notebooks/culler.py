@@ -27,7 +27,7 @@ from django.utils.translation import ngettext
 from apps.accounts.services import notify
 from apps.notebooks import services
 from apps.notebooks.models import Notebook
-from apps.runtime.base import get_runtime
+from apps.runtime.base import Runtime, get_runtime
 from apps.runtime.workload import Phase
 
 logger = logging.getLogger(__name__)
@@ -190,12 +190,12 @@ def reconcile_notebooks(now: datetime | None = None) -> int:
     return changed
 
 
-def _fail_start(nb: Notebook, runtime) -> None:
+def _fail_start(nb: Notebook, runtime: Runtime) -> None:
     """A server that never answered: stop it and say so (its log tail stays for the page)."""
     never_ran = runtime.poll(nb.handle).phase == Phase.PENDING
     runtime.cancel(nb.handle)
     seconds = {"n": settings.PORTAL_NOTEBOOK_START_TIMEOUT}
-    if never_ran and nb.runtime == "local":  # no process at all: the infrastructure's fault, not the server's
+    if never_ran and not runtime.on_cluster:  # no process at all: the infrastructure's fault, not the server's
         reason = (
             _(
                 "no agent started the server within %(n)d seconds (is an agent running? `manage.py runagent`); "

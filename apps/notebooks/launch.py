@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from apps.runtime.base import cluster_site_url
+from apps.runtime.base import cluster_site_url, get_runtime
 from apps.runtime.kubernetes.manifests.meta import object_name
 from apps.runtime.workload import Resources, Workload
 
@@ -79,7 +79,7 @@ def build_workload(
     notebook, placement: Placement, *, home: Path, port: int, token: str, api_token: str
 ) -> tuple[Workload, str]:
     """(the workload, the upstream URL the proxy and the culler reach the server at). No side effects."""
-    on_cluster = placement.runtime == "kubernetes"
+    on_cluster = get_runtime(placement.runtime).on_cluster
     ip, port = ("0.0.0.0", CLUSTER_PORT) if on_cluster else ("127.0.0.1", port)  # all interfaces of its own pod
     if notebook.ide == notebook.Ide.VSCODE:
         command = code_server_command(ip=ip, port=port, root_dir=home)

@@ -245,9 +245,10 @@ def start_notebook(notebook: Notebook) -> Notebook:
         )
         api_token.save()
         nb.session += 1
-        port = free_port() if placement.runtime != "kubernetes" else 0
+        runtime = get_runtime(placement.runtime)
+        port = 0 if runtime.on_cluster else free_port()  # a pod listens on its own fixed port
         workload, upstream = build_workload(nb, placement, home=home, port=port, token=token_ref, api_token=api_ref)
-        handle = get_runtime(placement.runtime).submit(workload)
+        handle = runtime.submit(workload)
         now = timezone.now()
         nb.status, nb.reason, nb.runtime, nb.handle = State.STARTING, "", placement.runtime, handle
         nb.upstream, nb.token, nb.api_token = upstream, token, api_token

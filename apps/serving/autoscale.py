@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.serving.hosting import hosting_of
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services.rollout import advance
 
@@ -121,7 +122,7 @@ def autoscale(now: datetime | None = None, measure: Measure | None = None) -> di
     )
     decided = {}
     for revision in revisions:
-        if revision.config.get("runtime") == "kubernetes":
+        if not hosting_of(revision).autoscaled_here:
             continue  # the cluster's autoscaler owns its pods
         service = revision.service
         if revision.pk not in (service.current_revision_id, service.canary_revision_id, service.shadow_revision_id):

@@ -1,5 +1,6 @@
 """Replicas as runtime workloads: where a revision's model is, the workload each replica (locally) or each revision
-(on Kubernetes) becomes, starting and stopping them, and asking a replica whether it is ready.
+(on Kubernetes) becomes, stopping them, and asking a replica whether it is ready (which of the two a revision gets,
+and starting them: apps/serving/hosting.py).
 
 Locally every replica is one model-server process (`python -m apps.serving.modelserver … --port 0`): it picks a
 free port itself and says which in its banner line, which the runtime listener reads (apps/serving/runtime_hooks.py)
@@ -34,6 +35,7 @@ LABEL = "serving_replica"  # the runtime hands workloads carrying it to apps.ser
 CLUSTER_PORT = 8080
 READY_TIMEOUT = 1.0  # seconds for one readiness request
 BANNER = re.compile(r"modelserver: serving .* on (http://[^\s/]+:\d+)")
+_ERROR_LINE = re.compile(r"(cannot|error|exception|traceback|not found|no such|denied|failed|refused)", re.I)
 LIVE = (Replica.Status.STARTING, Replica.Status.READY)
 # KServe's model formats, by our framework (KServe picks a serving runtime by format).
 KSERVE_FORMATS = {
@@ -248,35 +250,6 @@ def cluster_upstream(workload: Workload) -> str:
 # --- Start, stop, ask ---------------------------------------------------------------------------------------------
 
 
-def start_replicas(revision: Revision, count: int) -> list[Replica]:
-    """Start `count` more replicas of `revision` (inside the caller's transaction: the runtime's rows commit with
-    ours). On Kubernetes a revision has one replica row, whatever `count`."""
-    service = revision.service
-    on_cluster = revision.config.get("runtime") == "kubernetes"
-    if on_cluster:
-        if revision.replicas.filter(status__in=LIVE).exists():
-            return []
-        count = 1
-    if count <= 0:
-        return []
-    runtime = get_runtime(revision.config.get("runtime") or "local")
-    last = revision.replicas.order_by("-index").values_list("index", flat=True).first()
-    first = 0 if last is None else last + 1
-    started = []
-    for index in range(first, first + count):
-        replica = Replica.objects.create(revision=revision, index=index, status=Replica.Status.STARTING)
-        if on_cluster:
-            workload = cluster_workload(service, revision, replica)
-            upstream = cluster_upstream(workload)
-        else:
-            workload, upstream = local_workload(service, revision, replica)
-        replica.handle = runtime.submit(workload)
-        replica.upstream = upstream
-        replica.save(update_fields=["handle", "upstream"])
-        started.append(replica)
-    return started
-
-
 def stop_replicas(replicas: list[Replica], reason: str = "", *, drain: bool = True) -> None:
     """Take replicas out of the routing table at once (STOPPING) and stop their processes after the drain delay
     (requests the router already sent them finish; a router's cached table forgets them meanwhile). Without
@@ -323,6 +296,15 @@ def cancel_due(ids: list[int] | None = None, *, force: bool = False) -> int:
         if status.phase.finished:
             record_end(replica.pk, replica.handle, status, then_advance=False)
     return cancelled
+
+
+def meaningful_line(log_tail: str) -> str:
+    """The last line of a replica's output that says what went wrong (else its last line)."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    for line in reversed(lines[-40:]):
+        if _ERROR_LINE.search(line) and not line.startswith("File "):
+            return line[:500]
+    return lines[-1][:500] if lines else ""
 
 
 def probe_ready(upstream: str) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
@@ -19,8 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.models.models import ModelAlias, ModelVersion
-from apps.runtime.base import get_runtime
-from apps.serving import replicas as replica_ops
+from apps.serving.hosting import hosting_for, start_replicas
 from apps.serving.models import Framework, InferenceService, Revision
 from apps.serving.services.rollout import advance, retire
 
@@ -83,30 +81,19 @@ def placement(service: InferenceService) -> dict[str, Any]:
     revision is served there ("kserve" when the cluster has KServe, else a Deployment). ValidationError when
     nothing can run it now."""
     from apps.jobs.placement import pools_for
-    from apps.runtime.models import Cluster, Operator
 
     pools = pools_for(service.project)
     if not pools:
         raise ValidationError(_("The project runs on Kubernetes and no enabled cluster is bound to it."))
     pool = pools[0]
-    if pool.runtime != "kubernetes":
-        if not get_runtime(pool.runtime).ready():
-            raise ValidationError(_("No agent is running on this machine (start it with `manage.py runagent`)."))
-        return {"runtime": pool.runtime, "cluster": "", "namespace": "", "mode": "local"}
-    cluster = Cluster.objects.get(name=pool.cluster)
-    kserve = Operator.KSERVE in (cluster.operators or []) and service.framework != Framework.CUSTOM
-    return {
-        "runtime": "kubernetes", "cluster": cluster.name, "namespace": pool.namespace,
-        "mode": "kserve" if kserve else "deployment",
-        "kserve_mode": settings.PORTAL_SERVING_KSERVE_MODE if kserve else "",
-        "work_claim": cluster.work_volume_claim, "work_dir": str(settings.PORTAL_WORK_DIR),
-    }  # fmt: skip
+    return hosting_for(pool.runtime).placement(service, pool.runtime, pool.cluster, pool.namespace)
 
 
 def freeze_config(
     service: InferenceService, number: int, version: ModelVersion | None, carried: dict[str, Any], where: dict[str, Any]
 ) -> dict[str, Any]:
     """Everything the replicas of revision `number` run with; never changed afterwards."""
+    hosting = hosting_for(where["runtime"])
     config: dict[str, Any] = {**carried, **where}
     config["model_path"] = ""
     if version is not None:
@@ -114,17 +101,8 @@ def freeze_config(
         config.update(
             registered_model=rm.name, model_version=version.version, source=version.source, alias=service.follow_alias
         )
-        path = replica_ops.local_model_path(version.source) if where["runtime"] == "local" else None
-        if path is None:  # pods (and remote storage): a copy in the work folder, which every pod mounts
-            path = str(replica_ops.materialise(version.source, replica_ops.revision_dir(service, number) / "model"))
-        config["model_path"] = path
-    if where["runtime"] == "kubernetes":
-        config["storage_uri"] = replica_ops.storage_uri(config, where.get("work_dir", ""), where.get("work_claim", ""))
-        if where["mode"] == "deployment" and version is not None and not where.get("work_claim"):
-            raise ValidationError(
-                _("Cluster %(c)s has no work volume claim, so its pods cannot read the model.")
-                % {"c": where["cluster"]}
-            )
+        config["model_path"] = hosting.model_path(service, number, version.source)
+    hosting.complete_config(config, version is not None)
     return config
 
 
@@ -189,7 +167,7 @@ def deploy(
         service.reason, service.runtime = "", where["runtime"]
         service.updated_at = timezone.now()
         service.save(update_fields=["status", "reason", "runtime", "updated_at"])
-        replica_ops.start_replicas(revision, revision.desired_replicas)
+        start_replicas(revision, revision.desired_replicas)
     advance(service.pk, changed=True)
     revision.refresh_from_db()
     return revision

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -28,27 +27,18 @@ from django.utils.translation import gettext as _
 
 from apps.runtime.base import get_runtime
 from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status
+from apps.serving.hosting import hosting_for, hosting_of, start_replicas
 from apps.serving.models import InferenceService, Replica, Revision
-from apps.serving.replicas import LIVE, cancel_due, probe_ready, start_replicas, stop_replicas
+from apps.serving.replicas import LIVE, cancel_due, meaningful_line, probe_ready, stop_replicas
 from apps.serving.services.events import publish_service, state_of
 
 logger = logging.getLogger(__name__)
 
 ServiceStatus = InferenceService.Status
 CRASH_WINDOW = timedelta(minutes=10)
-_ERROR_LINE = re.compile(r"(cannot|error|exception|traceback|not found|no such|denied|failed|refused)", re.I)
 
 
 # --- Reading what happened ----------------------------------------------------------------------------------------
-
-
-def meaningful_line(log_tail: str) -> str:
-    """The last line of a replica's output that says what went wrong (else its last line)."""
-    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
-    for line in reversed(lines[-40:]):
-        if _ERROR_LINE.search(line) and not line.startswith("File "):
-            return line[:500]
-    return lines[-1][:500] if lines else ""
 
 
 def describe_end(status: Status | None, log_tail: str) -> str:
@@ -115,7 +105,7 @@ def check_starting(replicas: Iterable[Replica] | None = None) -> int:
         )
     ready = 0
     for replica in replicas:
-        if replica.revision.config.get("runtime") == "kubernetes":
+        if not hosting_of(replica.revision).probes_readiness:
             continue  # the cluster's readiness probe decides; the runtime reports it running
         if probe_ready(replica.upstream) and mark_ready(replica.pk):
             ready += 1
@@ -155,9 +145,7 @@ def advance(service_id: int, *, changed: bool = False) -> InferenceService | Non
 
 
 def wanted_replicas(revision: Revision) -> int:
-    if revision.config.get("runtime") == "kubernetes":
-        return 1  # one row stands for the cluster's pods
-    return max(revision.desired_replicas, 1)
+    return hosting_of(revision).wanted_replicas(revision)
 
 
 def _advance_rollout(service: InferenceService, revision: Revision) -> None:
@@ -181,7 +169,7 @@ def _advance_rollout(service: InferenceService, revision: Revision) -> None:
         if _record_unreported_ends(replicas):  # a dead agent's replicas: lost, not late
             _advance_rollout(service, revision)
             return
-        if not _any_process_started(revision, replicas):
+        if not hosting_of(revision).any_process_started(replicas):
             _say(service, revision, _waiting_for_agent(revision))  # infrastructure, not the model: wait
             return
         fail_rollout(service, revision, _timeout_reason(revision, replicas))
@@ -255,15 +243,6 @@ def _record_unreported_ends(replicas: list[Replica]) -> bool:
     return ended
 
 
-def _any_process_started(revision: Revision, replicas: list[Replica]) -> bool:
-    if revision.config.get("runtime") == "kubernetes":
-        return True  # the cluster schedules: a timeout there is the revision's
-    from apps.runtime.models import LocalWorkload
-
-    handles = [r.handle for r in replicas if r.status in LIVE and r.handle]
-    return not handles or LocalWorkload.objects.filter(uid__in=handles).exclude(started_at=None).exists()
-
-
 def _waiting_for_agent(revision: Revision) -> str:
     return _(
         "r%(n)d: waiting for an agent to start its replicas (none has for %(s)d s; is an agent running? "
@@ -277,16 +256,7 @@ def _timeout_reason(revision: Revision, replicas: list[Replica]) -> str:
         "ready": ready, "wanted": wanted_replicas(revision), "s": settings.PORTAL_SERVING_READY_TIMEOUT,
     }  # fmt: skip
     waiting = [r for r in replicas if r.status == Replica.Status.STARTING]
-    if waiting and revision.config.get("runtime") != "kubernetes":
-        from apps.runtime.models import LocalWorkload
-
-        started = LocalWorkload.objects.filter(uid__in=[r.handle for r in waiting]).exclude(started_at=None).count()
-        if not started:
-            return reason + _(": no replica process was started (is an agent running? `manage.py runagent`)")
-        line = meaningful_line(waiting[0].log_tail)
-        if line:
-            return f"{reason}: {line}"
-    return reason
+    return reason + hosting_of(revision).timeout_detail(waiting) if waiting else reason
 
 
 def complete_rollout(service: InferenceService, revision: Revision) -> None:
@@ -419,17 +389,15 @@ def reconcile() -> dict[str, int]:
         by_runtime.setdefault(replica.revision.config.get("runtime") or "local", []).append(replica)
     ended = 0
     for name, replicas in by_runtime.items():
-        runtime = get_runtime(name)
-        repair = getattr(runtime, "repair", None)
-        if repair is not None:
-            repair()  # the local runtime: workloads of dead agents are lost (their replicas end below)
+        runtime, hosting = get_runtime(name), hosting_for(name)
+        runtime.repair()  # the local runtime: workloads of dead agents are lost (their replicas end below)
         statuses = runtime.poll_many([r.handle for r in replicas])
         for replica in replicas:
             status = statuses.get(replica.handle)
             if status is not None and status.phase.finished:
                 ended += record_end(replica.pk, replica.handle, status)
-            elif status is not None and status.phase == Phase.RUNNING and name == "kubernetes":
-                mark_ready(replica.pk)
+            elif status is not None and status.phase == Phase.RUNNING and not hosting.probes_readiness:
+                mark_ready(replica.pk)  # running on a cluster means ready (its readiness probe passed)
     stopped = cancel_due()
     ready = check_starting()
     service_ids = set(
