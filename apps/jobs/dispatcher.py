@@ -19,12 +19,12 @@ from django.utils import timezone
 
 from apps.jobs.args import to_cli_args
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
-from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.projects.usage import held
 from apps.runtime.base import cluster_site_url, get_runtime
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
+from apps.runtime.placement import Pool, Pools
 from apps.runtime.workload import Capacity, Resources, Workload
 
 # Tokens of task attempts: long enough for any task, revoked the moment the attempt ends.

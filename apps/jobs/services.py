@@ -31,12 +31,12 @@ from apps.jobs.models import (
     TaskRun,
     TaskStatus,
 )
-from apps.jobs.placement import Pools
 from apps.jobs.references import check_references, pin
 from apps.outbox.services import enqueue
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.base import get_runtime
+from apps.runtime.placement import Pools
 
 
 def resolve_template(project: Project, ref: str) -> JobTemplate | None:

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from apps.notebooks.launch import Placement
 from apps.notebooks.models import Notebook
 from apps.projects.usage import in_use, limits_of
+from apps.runtime.placement import Pools
 
 
 def check_quota_in_use(notebook: Notebook) -> None:
@@ -36,7 +37,6 @@ def check_quota_in_use(notebook: Notebook) -> None:
 
 def place(notebook: Notebook) -> Placement:
     """The first pool of the project with room for the notebook now; ValidationError saying why there is none."""
-    from apps.jobs.placement import Pools
     from apps.runtime.models import Cluster
 
     pools = Pools()

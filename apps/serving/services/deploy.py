@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 
 from apps.models.models import ModelAlias, ModelVersion
 from apps.runtime.base import get_runtime
+from apps.runtime.placement import pools_for
 from apps.serving import replicas as replica_ops
 from apps.serving.models import Framework, InferenceService, Revision
 from apps.serving.services.rollout import advance, retire
@@ -82,7 +83,6 @@ def placement(service: InferenceService) -> dict[str, Any]:
     """Where the revision runs: the project's runtime and, on Kubernetes, its first bound cluster and how a
     revision is served there ("kserve" when the cluster has KServe, else a Deployment). ValidationError when
     nothing can run it now."""
-    from apps.jobs.placement import pools_for
     from apps.runtime.models import Cluster, Operator
 
     pools = pools_for(service.project)

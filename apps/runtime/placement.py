@@ -1,6 +1,6 @@
-"""Where a project's tasks may run: the runtime its settings choose and, on Kubernetes, the clusters bound to
-it (the default binding first). The dispatcher takes the first pool with room; `pipeline_manifests` shows
-what a pool would be given."""
+"""Where a project's work (pipeline tasks, notebooks, model servers) may run: the runtime its settings choose
+(`Project.runtime`, else PORTAL_RUNTIME) and, on Kubernetes, the clusters bound to it (the default binding first).
+The dispatcher takes the first pool with room; `pipeline_manifests` shows what a pool would be given."""
 
 from __future__ import annotations
 
