@@ -15,10 +15,10 @@ from typing import Any, Protocol
 
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
 from apps.jobs.args import FieldErrors, validate_args, validate_args_schema
-from apps.runtime.workload import MAX_AMOUNT, Resources
+from apps.runtime.admission import Limits, too_large
+from portal.lib.resources import MAX_AMOUNT, Resources
 
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,62})$")
 TEMPLATE_REF_RE = re.compile(r"^[-a-zA-Z0-9_]+(@[1-9][0-9]*)?$")
@@ -126,13 +126,13 @@ def validate_spec(
     spec: Any,
     *,
     resolve_template: Callable[[str], TemplateLike | None],
-    limits: Mapping[str, Any],
+    limits: Limits,
 ) -> dict[str, Any]:
     """The spec normalized: every key present, templates as `slug@version`, args complete, resources parsed.
 
-    `resolve_template(ref)` finds a template by "slug" (latest) or "slug@3", or returns None. `limits` has
-    cpu, memory_bytes and gpu (None or absent: unlimited) and, in `sources`, what sets each (for the messages;
-    "the project's quota" when absent). Raises ValidationError with every problem found.
+    `resolve_template(ref)` finds a template by "slug" (latest) or "slug@3", or returns None. `limits` is the
+    most one node may ask for (apps/runtime/admission.py: `node_limits`). Raises ValidationError with every
+    problem found.
     The result validates to itself, so a frozen run's spec can be checked again.
     """
     if not isinstance(spec, dict):
@@ -213,7 +213,7 @@ def _validate_node(
     key: str,
     names: set[str],
     resolve_template: Callable[[str], TemplateLike | None],
-    limits: Mapping[str, Any],
+    limits: Limits,
     errors: FieldErrors,
 ) -> dict[str, Any]:
     prefix = f"nodes.{key}"
@@ -297,7 +297,7 @@ def _check_depends_on(value: Any, name: Any, names: set[str], prefix: str, error
 def _check_resources(
     defaults: dict[str, Any] | None,
     overrides: Any,
-    limits: Mapping[str, Any],
+    limits: Limits,
     prefix: str,
     errors: FieldErrors,
 ) -> dict[str, Any]:
@@ -318,43 +318,9 @@ def _check_resources(
     if bad:
         return merged
     resources = Resources.parse(merged)
-    result: dict[str, Any] = {"cpu": resources.cpu, "memory": resources.memory_bytes, "gpu": resources.gpu}
-    if resources.gpu_type:
-        result["gpu_type"] = resources.gpu_type
-    if resources.vgpu:  # shares of a GPU, by the names of the cluster's vGPU resources
-        result["vgpu"] = resources.vgpu
-
-    cpu_limit, memory_limit, gpu_limit = limits.get("cpu"), limits.get("memory_bytes"), limits.get("gpu")
-    sources = limits.get("sources") or {}
-
-    def source(field: str) -> str:  # what sets the limit: the quota, or the capacity of where the tasks run
-        return sources.get(field) or _("the project's quota")
-
-    if cpu_limit is not None and resources.cpu > cpu_limit:
-        message = ngettext(
-            "asks for %(asked)s CPU core; the limit is %(limit)s (%(source)s)",
-            "asks for %(asked)s CPU cores; the limit is %(limit)s (%(source)s)",
-            _plural_count(resources.cpu),
-        )
-        values = {"asked": f"{resources.cpu:g}", "limit": f"{cpu_limit:g}", "source": source("cpu")}
-        errors.add(f"{key}.cpu", message % values)
-    if memory_limit is not None and resources.memory_bytes is not None and resources.memory_bytes > memory_limit:
-        message = _("asks for %(asked)s of memory; the limit is %(limit)s (%(source)s)")
-        values = {
-            "asked": format_bytes(resources.memory_bytes),
-            "limit": format_bytes(memory_limit),
-            "source": source("memory_bytes"),
-        }
-        errors.add(f"{key}.memory", message % values)
-    if gpu_limit is not None and resources.gpu > gpu_limit:
-        message = ngettext(
-            "asks for %(asked)s GPU; the limit is %(limit)s (%(source)s)",
-            "asks for %(asked)s GPUs; the limit is %(limit)s (%(source)s)",
-            _plural_count(resources.gpu),
-        )
-        values = {"asked": f"{resources.gpu:g}", "limit": f"{gpu_limit:g}", "source": source("gpu")}
-        errors.add(f"{key}.gpu", message % values)
-    return result
+    for name, message in too_large(resources, limits).items():
+        errors.add(f"{key}.{name}", message)
+    return resources.to_spec()
 
 
 def resource_message(field: str, value: Any) -> str:
@@ -365,18 +331,6 @@ def resource_message(field: str, value: Any) -> str:
     if field == "vgpu":
         return _("Must be a mapping of vGPU resource to an amount of 0 or more, e.g. {memory: 8000}.")
     return _("“%(value)s” is not a number from 0 to %(max)s.") % {"value": value, "max": int(MAX_AMOUNT)}
-
-
-def format_bytes(size: float) -> str:
-    """1.5 GiB, 512 MiB, 100 bytes: memory as people read it in messages."""
-    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor:
-            return f"{size / factor:.3g} {unit}"
-    return f"{int(size)} bytes"
-
-
-def _plural_count(value: float) -> int:
-    return 1 if value == 1 else 2
 
 
 def _is_int(value: Any) -> bool:

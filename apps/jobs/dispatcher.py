@@ -15,17 +15,19 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from apps.jobs.args import to_cli_args
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
-from apps.jobs.placement import Pool, Pools
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.projects.usage import held
+from apps.runtime.admission import admit
 from apps.runtime.base import cluster_site_url, get_runtime
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
-from apps.runtime.workload import Capacity, Resources, Workload
+from apps.runtime.placement import Pool, Pools
+from apps.runtime.workload import Workload
+from portal.lib.resources import Resources
 
 # Tokens of task attempts: long enough for any task, revoked the moment the attempt ends.
 TASK_TOKEN_DAYS = 7
@@ -40,23 +42,6 @@ def output_dir(task: TaskRun) -> Path:
     return (
         Path(settings.PORTAL_WORK_DIR) / run.project.slug / f"run-{run.number}" / task.node / f"attempt-{task.attempt}"
     )
-
-
-def _fmt_cpu(v: float) -> str:
-    return f"{v:g} CPU core" + ("" if v == 1 else "s")
-
-
-def _fmt_gpu(v: float) -> str:
-    return f"{v:g} GPU" + ("" if v == 1 else "s")
-
-
-def _fmt_mem(v: float) -> str:
-    return f"{v / 2**30:.1f} GiB"
-
-
-def _need(resources: dict[str, Any] | None) -> tuple[float, float, float]:
-    res = resources or {}
-    return float(res.get("cpu") or 0), float(res.get("memory") or 0), float(res.get("gpu") or 0)
 
 
 def dispatch(
@@ -81,17 +66,16 @@ def dispatch(
         if not waiting:
             return {}
         pools = Pools()
-        # CPU, memory, GPUs and tasks in use, and the runs in flight, per project; active tasks per run.
-        per_project: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+        # Resources and tasks in use, and the runs in flight, per project; active tasks per run.
+        per_project: dict[int, Resources] = defaultdict(Resources.none)
+        tasks_of: dict[int, int] = defaultdict(int)
         in_flight: dict[int, set[int]] = defaultdict(set)
         per_run: dict[int, int] = defaultdict(int)
         counted = any(_limited(t) for t in waiting)
         active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
         for row in active if counted else ():
-            used = per_project[row["run__project_id"]]
-            for i, value in enumerate(_need(row["resources"])):
-                used[i] += value
-            used[3] += 1
+            per_project[row["run__project_id"]] += Resources.from_json(row["resources"])
+            tasks_of[row["run__project_id"]] += 1
             per_run[row["run_id"]] += 1
             in_flight[row["run__project_id"]].add(row["run_id"])
         # A run is in flight from its first task's start to its end, also while none of its tasks is active (between
@@ -104,14 +88,12 @@ def dispatch(
                 in_flight[project_id].add(run_id)
         # Notebooks and model servers hold quota too (not a task slot): a node waits while they hold its share.
         for project_id, usage in (held({t.run.project_id for t in waiting if _limited(t)}) if counted else {}).items():
-            used = per_project[project_id]
-            for i, value in enumerate(usage):
-                used[i] += value
+            per_project[project_id] += usage
         chosen: list[tuple[TaskRun, Pool]] = []
         for task in waiting:
             if task.not_before and task.not_before > now:
                 continue
-            reason, pool = _place(task, per_project, in_flight, per_run, pools)
+            reason, pool = _place(task, per_project, tasks_of, in_flight, per_run, pools)
             if pool is None:
                 if task.waiting_reason != reason:
                     task.waiting_reason = reason
@@ -120,12 +102,10 @@ def dispatch(
                 continue
             chosen.append((task, pool))
             changed[task.run_id][task.node] = task
-            need = _need(task.resources)
+            need = Resources.from_json(task.resources)
             pools.take(pool, need)
-            used = per_project[task.run.project_id]
-            for i in range(3):
-                used[i] += need[i]
-            used[3] += 1
+            per_project[task.run.project_id] += need
+            tasks_of[task.run.project_id] += 1
             per_run[task.run_id] += 1
             in_flight[task.run.project_id].add(task.run_id)
         if chosen:
@@ -172,12 +152,7 @@ def _lock_queue(wait: bool) -> bool:
 def _limited(task: TaskRun) -> bool:
     """Whether usage counts for the task: its pipeline caps parallelism or its project has a quota limit."""
     quota = getattr(task.run.project, "quota", None)
-    limits = (
-        (quota.concurrent_runs, quota.concurrent_tasks, quota.cpu_cores, quota.memory_bytes, quota.gpus)
-        if quota
-        else ()
-    )
-    return bool(plan_of(task.run).parallelism) or any(limit is not None for limit in limits)
+    return bool(plan_of(task.run).parallelism) or (quota is not None and quota.limits_anything)
 
 
 def _run_limit(task: TaskRun) -> int | None:
@@ -185,71 +160,36 @@ def _run_limit(task: TaskRun) -> int | None:
     return quota.concurrent_runs if quota is not None else None
 
 
-def _place(task: TaskRun, per_project, in_flight, per_run, pools: Pools) -> tuple[str, Pool | None]:
+def _place(task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pools) -> tuple[str, Pool | None]:
     """The pool the task goes to now, or why it waits (the first pool's reason when none has room)."""
-    reason = _over_limits(task, per_project, in_flight, per_run)
+    reason = _over_counts(task, tasks_of, in_flight, per_run)
     if reason:
         return reason, None
-    candidates = pools.of(task.run.project)
-    if not candidates:
-        return "waiting for a cluster — the project runs on Kubernetes and no enabled cluster is bound to it", None
-    need = _need(task.resources)
-    first = ""
-    for pool in candidates:
-        if not any(need):
-            reason = "" if pools.ready(pool) else _unavailable(pool)
-        else:
-            free, capacity = pools.free(pool)
-            reason = _no_room(need, free, capacity, pool) if capacity is not None else _unavailable(pool)
-        if not reason:
-            return "", pool
-        first = first or reason
-    return first, None
+    run = task.run
+    need = Resources.from_json(task.resources)
+    # A waiting reason is stored and shown to everyone as written: English, whoever's request ran the pass (i18n.md).
+    with translation.override("en"):
+        admission = admit(run.project, need, in_use=per_project[run.project_id], pools=pools)
+        if admission.pool is None:
+            return admission.refusal.waiting, None
+    return "", admission.pool
 
 
-def _over_limits(task: TaskRun, per_project, in_flight, per_run) -> str:
-    """Why the task waits for its pipeline's parallelism or its project's quota ("" when it does not)."""
+def _over_counts(task: TaskRun, tasks_of, in_flight, per_run) -> str:
+    """Why the task waits for its pipeline's parallelism or its project's concurrent runs or tasks ("" when it does
+    not); what it asks for is `admit`'s business."""
     run = task.run
     parallelism = plan_of(run).parallelism
     if parallelism and per_run[run.pk] >= parallelism:
         return f"waiting for a slot — pipeline parallelism {per_run[run.pk]}/{parallelism} in use"
-    cpu, mem, gpu = _need(task.resources)
     quota = getattr(run.project, "quota", None)
-    used = per_project[run.project_id]
     if quota is not None:
         runs = in_flight[run.project_id]
         if quota.concurrent_runs is not None and run.pk not in runs and len(runs) >= quota.concurrent_runs:
             return f"waiting for its run to start — quota {len(runs)}/{quota.concurrent_runs} concurrent runs in flight"
-        if quota.concurrent_tasks is not None and used[3] + 1 > quota.concurrent_tasks:
-            return f"waiting for a slot — quota {used[3]:g}/{quota.concurrent_tasks} concurrent tasks in use"
-        if quota.gpus is not None and gpu and used[2] + gpu > float(quota.gpus):
-            return f"waiting for {_fmt_gpu(gpu)} — quota {used[2]:g}/{float(quota.gpus):g} in use"
-        if quota.cpu_cores is not None and cpu and used[0] + cpu > float(quota.cpu_cores):
-            return f"waiting for {_fmt_cpu(cpu)} — quota {used[0]:g}/{float(quota.cpu_cores):g} in use"
-        if quota.memory_bytes is not None and mem and used[1] + mem > quota.memory_bytes:
-            in_use = f"{_fmt_mem(used[1])}/{_fmt_mem(quota.memory_bytes)}"
-            return f"waiting for {_fmt_mem(mem)} of memory — quota {in_use} in use"
-    return ""
-
-
-def _unavailable(pool: Pool) -> str:
-    if pool.cluster:
-        return (
-            f"waiting for cluster {pool.cluster} — its nodes are unknown or no controller is running"
-            " (start it with `manage.py runkube`)"
-        )
-    return "waiting for the runtime — no agent is running (start it with `manage.py runagent`)"
-
-
-def _no_room(need: tuple[float, float, float], free: list[float], capacity: Capacity, pool: Pool) -> str:
-    cpu, mem, gpu = need
-    where = f"on {pool.label}"
-    if gpu and free[2] < gpu:
-        return f"waiting for {_fmt_gpu(gpu)} — {max(free[2], 0):g} of {capacity.total_gpu:g} free {where}"
-    if cpu and free[0] < cpu - 1e-9:
-        return f"waiting for {_fmt_cpu(cpu)} — {max(free[0], 0):g} of {capacity.total_cpu:g} free {where}"
-    if mem and free[1] < mem:
-        return f"waiting for {_fmt_mem(mem)} of memory — {_fmt_mem(max(free[1], 0))} free {where}"
+        tasks = tasks_of[run.project_id]
+        if quota.concurrent_tasks is not None and tasks + 1 > quota.concurrent_tasks:
+            return f"waiting for a slot — quota {tasks}/{quota.concurrent_tasks} concurrent tasks in use"
     return ""
 
 
@@ -372,7 +312,6 @@ def build_workload(
 ) -> Workload:
     """The neutral workload of a task attempt (no side effects: `pipeline_manifests` calls it for a dry run)."""
     run = task.run
-    res = node.get("resources", {})
     timeout = node.get("timeout") or template.timeout
     labels = {
         "task_run": str(task.pk),
@@ -395,13 +334,7 @@ def build_workload(
         env=env,
         workdir=str(out),
         replicas={k: int(v) for k, v in (template.replicas or {}).items()},
-        resources=Resources(
-            cpu=float(res.get("cpu") or 0),
-            memory_bytes=res.get("memory"),
-            gpu=float(res.get("gpu") or 0),
-            gpu_type=str(res.get("gpu_type") or ""),
-            vgpu={str(k): float(v) for k, v in (res.get("vgpu") or {}).items()},
-        ),
+        resources=Resources.from_json(node.get("resources")),
         timeout=int(timeout) if timeout else None,
         retries=0,  # the orchestrator retries (with backoff and a new attempt row), never the runtime
         labels=labels,

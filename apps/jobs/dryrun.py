@@ -15,9 +15,9 @@ from django.utils.translation import gettext
 
 from apps.jobs.dispatcher import _task_env, build_workload, registry_images
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, TaskRun
-from apps.jobs.placement import Pool
 from apps.jobs.references import dataset_arg_names
 from apps.runtime.base import cluster_site_url
+from apps.runtime.placement import Pool
 from apps.runtime.workload import Workload
 
 # Where a run's values are not known before it starts, the manifests say so instead of inventing them.

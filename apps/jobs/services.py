@@ -31,11 +31,11 @@ from apps.jobs.models import (
     TaskRun,
     TaskStatus,
 )
-from apps.jobs.placement import Pools
 from apps.jobs.references import check_references, pin
 from apps.outbox.services import enqueue
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
+from apps.runtime.admission import node_limits
 from apps.runtime.base import get_runtime
 
 
@@ -50,43 +50,6 @@ def resolve_template(project: Project, ref: str) -> JobTemplate | None:
     # The project's own template wins over a built-in of the same slug (NULLs sort last descending on
     # PostgreSQL and first on SQLite, so order on an explicit flag).
     return qs.order_by(F("project_id").desc(nulls_last=True), "-version").first()
-
-
-def limits_for(project: Project) -> dict[str, Any]:
-    """The largest a single node may ask for — the smaller of the project's quota and the capacity of where its
-    tasks run (this machine's agent, or its largest cluster on Kubernetes; unknown capacity caps nothing) — and,
-    in `sources`, what sets each limit, for the messages."""
-    quota = getattr(project, "quota", None)
-    limits: dict[str, Any] = {"cpu": None, "memory_bytes": None, "gpu": None}
-    sources: dict[str, str] = {}
-    if quota is not None:
-        for key, value in (("cpu", quota.cpu_cores), ("memory_bytes", quota.memory_bytes), ("gpu", quota.gpus)):
-            if value is not None:
-                limits[key] = float(value) if key != "memory_bytes" else value
-                sources[key] = _("the project's quota")
-    pools = Pools()
-    largest: dict[str, tuple[float, str]] = {}
-    for pool in pools.of(project):
-        _free, capacity = pools.free(pool)
-        if capacity is None:
-            continue
-        where = (
-            _("the capacity of cluster %(name)s") % {"name": pool.cluster}
-            if pool.cluster
-            else _("the capacity of this machine")
-        )
-        for key, total in (
-            ("cpu", capacity.total_cpu),
-            ("memory_bytes", capacity.total_memory_bytes),
-            ("gpu", capacity.total_gpu),
-        ):
-            if key not in largest or total > largest[key][0]:
-                largest[key] = (total, where)
-    for key, (total, where) in largest.items():
-        if limits[key] is None or total < limits[key]:
-            limits[key], sources[key] = total, where
-    limits["sources"] = sources
-    return limits
 
 
 def normalize_spec(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +67,7 @@ def _normalize(project: Project, spec: dict[str, Any]) -> tuple[dict[str, Any], 
             found[template.ref] = template
         return template
 
-    normalized = validate_spec(spec, resolve_template=resolve, limits=limits_for(project))
+    normalized = validate_spec(spec, resolve_template=resolve, limits=node_limits(project))
     templates = {node["name"]: found[node["template"]] for node in normalized["nodes"]}
     return normalized, templates, check_references(project, normalized, templates)
 

@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from apps.projects.models import slug_validator
 from apps.projects.querysets import TenantQuerySet
 from portal.lib.fields import EncryptedText
+from portal.lib.resources import Resources
 
 
 class Notebook(models.Model):
@@ -83,6 +84,11 @@ class Notebook(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.owner})"
+
+    @property
+    def resources(self) -> Resources:
+        """What the notebook's server asks for."""
+        return Resources.of(self.cpu, self.memory_bytes, self.gpu)
 
     @property
     def is_active(self) -> bool:

@@ -24,17 +24,19 @@ from django.utils.translation import gettext as _
 
 from apps.accounts.services import new_task_token
 from apps.notebooks import workspace
-from apps.notebooks.capacity import check_quota_in_use, place
+from apps.notebooks.capacity import place
 from apps.notebooks.launch import build_workload
 from apps.notebooks.models import Notebook
 from apps.projects.events import publish_event
 from apps.projects.models import Project, slug_validator
 from apps.projects.permissions import CHANGE, CONTRIBUTE, has_project_perm
 from apps.projects.services import UNCHANGED, validate_idle_timeout
+from apps.runtime.admission import quota_limits, too_large
 from apps.runtime.base import get_runtime
 from apps.runtime.local.launch import free_port
 from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, parse_memory
 from portal.lib import sealed
+from portal.lib.resources import Resources
 
 logger = logging.getLogger(__name__)
 
@@ -105,17 +107,8 @@ def _resources(cpu: Any, memory: Any, gpu: Any, errors: dict[str, list[str]]) ->
 
 def _quota_errors(project: Project, cpu: Decimal, memory_bytes: int, gpu: Decimal) -> dict[str, list[str]]:
     """A notebook that alone asks for more than the project's quota can never start."""
-    quota = getattr(project, "quota", None)
-    errors: dict[str, list[str]] = {}
-    if quota is None:
-        return errors
-    if quota.cpu_cores is not None and cpu > quota.cpu_cores:
-        errors["cpu"] = [_("The project's quota is %(n)s CPU cores.") % {"n": f"{quota.cpu_cores:g}"}]
-    if quota.memory_bytes is not None and memory_bytes > quota.memory_bytes:
-        errors["memory"] = [_("The project's quota is %(n).1f GiB of memory.") % {"n": quota.memory_bytes / 2**30}]
-    if quota.gpus is not None and gpu > quota.gpus:
-        errors["gpu"] = [_("The project's quota is %(n)s GPUs.") % {"n": f"{quota.gpus:g}"}]
-    return errors
+    errors = too_large(Resources.of(cpu, memory_bytes, gpu), quota_limits(project))
+    return {name: [message] for name, message in errors.items()}
 
 
 def _check_ide(ide: str, errors: dict[str, list[str]]) -> None:
@@ -231,7 +224,6 @@ def start_notebook(notebook: Notebook) -> Notebook:
         _check_ide(nb.ide, errors)
         if errors:
             raise ValidationError(errors)
-        check_quota_in_use(nb)
         placement = place(nb)
         home = workspace.prepare(nb.project, nb.owner)
         # Both tokens are sealed references in the stored workload (portal/lib/sealed.py): the server's own is kept

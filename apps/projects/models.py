@@ -12,6 +12,7 @@ from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
 
 from apps.projects.querysets import TenantQuerySet
 from portal.lib.fields import EncryptedText
+from portal.lib.resources import UNLIMITED, Resources, Shortfall
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
@@ -122,6 +123,37 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"Quota of {self.project}"
+
+    @property
+    def limits(self) -> Resources:
+        """The CPU cores, memory and GPUs the project may hold at once (`UNLIMITED` where the quota sets none)."""
+        return Resources.of(
+            UNLIMITED if self.cpu_cores is None else self.cpu_cores,
+            UNLIMITED if self.memory_bytes is None else self.memory_bytes,
+            UNLIMITED if self.gpus is None else self.gpus,
+        )
+
+    @property
+    def limits_anything(self) -> bool:
+        """Whether any limit is set (else nothing the project holds needs counting)."""
+        limits = (self.cpu_cores, self.memory_bytes, self.gpus, self.concurrent_runs, self.concurrent_tasks)
+        return any(limit is not None for limit in limits)
+
+    def what_would_exceed(self, request: Resources, in_use: Resources | None = None) -> list[Shortfall]:
+        """What `request` on top of `in_use` (what the project holds; nothing when absent) would take past this
+        quota, scarcest first (GPUs, CPU, memory); each says so in words (`str()`): "1 GPU — quota 1/1 in use"."""
+        in_use = in_use or Resources.none()
+        limits = self.limits
+        return [
+            Shortfall(name, request.amount(name), in_use.amount(name), limits.amount(name), _("quota"))
+            for name in limits.exceeded_by(request + in_use)
+            if request.amount(name)
+        ]
+
+    def room_for(self, request: Resources, in_use: Resources) -> int:
+        """How many more of `request` the quota takes after `in_use` (a large number when nothing it asks for is
+        limited)."""
+        return request.times_within(self.limits - in_use)
 
 
 # Env-var style; the portal's own variables (PORTAL_*, MLFLOW_*) cannot be shadowed by a secret's name.

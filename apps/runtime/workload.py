@@ -7,101 +7,11 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-_MEMORY_UNITS = {
-    "": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-    "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40,
-}  # fmt: skip
-# The most a replica may ask for: far past any machine, and small enough for every column, quantity and allocator
-# (a CPU of "NaN" or 1e308, or memory past 64 bits, reached the runtime and failed there).
-MAX_AMOUNT = 1_000_000.0
-MAX_MEMORY = 2**60
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
-
-
-def parse_memory(value: Any) -> int | None:
-    """Bytes from 1073741824, "1Gi", "2G", "512Mi", "512mb"; None for empty. ValueError otherwise."""
-    if value in (None, "", 0):
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"not a memory size: {value!r}")
-    if isinstance(value, int | float):
-        size = value
-    else:
-        match = _MEMORY_RE.match(str(value))
-        if not match:
-            raise ValueError(f"not a memory size: {value!r} (use e.g. 512Mi, 2Gi or a number of bytes)")
-        number, unit = match.groups()
-        size = float(number) * _MEMORY_UNITS[(unit or "").lower()]
-    if not 0 <= size <= MAX_MEMORY:  # NaN too: a bound no column, quantity or allocator takes
-        raise ValueError(f"not a memory size: {value!r} (at most {MAX_MEMORY} bytes)")
-    return int(size)
-
-
-def format_memory(size: int) -> str:
-    """What `parse_memory` reads back: 2147483648 → "2Gi", 536870912 → "512Mi", other sizes in bytes."""
-    for unit, factor in (("Gi", 2**30), ("Mi", 2**20)):
-        if size and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
-
-
-def _number(value: Any, name: str, default: float = 0.0) -> float:
-    """A non-negative number; ValueError naming `name` otherwise."""
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        raise ValueError(f"{name}: not a number: {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: not a number: {value!r}") from None
-    if number != number or number in (float("inf"), float("-inf")):
-        raise ValueError(f"{name}: not a number: {value!r}")
-    if number < 0:
-        raise ValueError(f"{name}: cannot be negative ({value!r})")
-    if number > MAX_AMOUNT:
-        raise ValueError(f"{name}: at most {MAX_AMOUNT:g} ({value!r})")
-    return number
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What one replica of a workload asks for."""
-
-    cpu: float = 1.0
-    memory_bytes: int | None = None
-    gpu: float = 0.0
-    gpu_type: str = ""
-    # Shares of a GPU, keyed by the names a cluster gives its vGPU resources (`Cluster.vgpu_resources`, e.g.
-    # {"memory": 8000, "cores": 30}); which keys exist is the cluster's business, checked when it is built.
-    vgpu: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any] | None) -> Resources:
-        """From {"cpu": 2, "memory": "4Gi", "gpu": 1, "gpu_type": "A100", "vgpu": {"memory": 8000}}; ValueError
-        names the bad field."""
-        raw = raw or {}
-        unknown = set(raw) - {"cpu", "memory", "gpu", "gpu_type", "vgpu"}
-        if unknown:
-            raise ValueError(f"unknown resource {sorted(unknown)[0]!r} (use cpu, memory, gpu, gpu_type, vgpu)")
-        cpu = _number(raw.get("cpu", 1) or 0, "cpu")
-        gpu = _number(raw.get("gpu", 0) or 0, "gpu")
-        try:
-            memory = parse_memory(raw.get("memory"))
-        except ValueError as exc:
-            raise ValueError(f"memory: {exc}") from None
-        gpu_type = raw.get("gpu_type") or ""
-        if isinstance(gpu_type, dict | list):
-            raise ValueError(f"gpu_type: not a GPU model name: {gpu_type!r}")
-        vgpu_raw = raw.get("vgpu") or {}
-        if not isinstance(vgpu_raw, dict):
-            raise ValueError(f"vgpu: must be a mapping of vGPU resource to amount, not {vgpu_raw!r}")
-        vgpu = {str(key): _number(value, f"vgpu.{key}") for key, value in vgpu_raw.items()}
-        return cls(cpu=cpu, memory_bytes=memory, gpu=gpu, gpu_type=str(gpu_type), vgpu=vgpu)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+# Resources and their parsers live in portal/lib/resources.py; these names stay importable from here.
+from portal.lib.resources import MAX_AMOUNT as MAX_AMOUNT
+from portal.lib.resources import MAX_MEMORY as MAX_MEMORY
+from portal.lib.resources import Resources, parse_memory
+from portal.lib.resources import format_memory as format_memory
 
 # The reason of a workload its agent cancelled because the agent itself was stopping (SIGTERM), not because anyone
 # asked: the work is lost with its agent, and a service or a notebook that wanted it running starts it again.
@@ -349,14 +259,14 @@ class Workload:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["resources"] = self.resources.as_dict()
+        data["resources"] = self.resources.to_json()
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Workload:
         """From `as_dict()`, including dicts stored before the cluster fields existed (they take their defaults)."""
         data = dict(data)
-        data["resources"] = Resources(**data.get("resources", {}))
+        data["resources"] = Resources.from_json(data.get("resources"))
         return cls(**data)
 
 
@@ -382,3 +292,22 @@ class Capacity:
     total_cpu: float
     total_memory_bytes: int
     total_gpu: float
+
+    @classmethod
+    def of(cls, *, free: Resources, total: Resources) -> Capacity:
+        return cls(
+            cpu=free.cpu,
+            memory_bytes=int(free.memory),
+            gpu=free.gpu,
+            total_cpu=total.cpu,
+            total_memory_bytes=int(total.memory),
+            total_gpu=total.gpu,
+        )
+
+    @property
+    def free(self) -> Resources:
+        return Resources.of(self.cpu, self.memory_bytes, self.gpu)
+
+    @property
+    def total(self) -> Resources:
+        return Resources.of(self.total_cpu, self.total_memory_bytes, self.total_gpu)

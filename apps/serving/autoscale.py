@@ -27,6 +27,7 @@ from django.utils import timezone
 from apps.serving.hosting import hosting_of
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services.rollout import advance
+from portal.lib.resources import Resources
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +107,12 @@ def scale_revision(revision: Revision, value: float | None, now: datetime | None
 def _quota_room(service: InferenceService, revision: Revision) -> int:
     """How many more replicas of the revision the project's quota takes (its notebooks, tasks and model servers
     hold their share: apps/projects/usage.py)."""
-    from apps.projects.usage import fits, free_quota
+    from apps.projects.usage import in_use
 
-    res = revision.config.get("resources") or {}
-    need = (float(res.get("cpu") or 0), float(res.get("memory_bytes") or 0), float(res.get("gpu") or 0))
-    return fits(need, free_quota(service.project))
+    quota = getattr(service.project, "quota", None)
+    if quota is None or not quota.limits_anything:
+        return 1_000_000  # nothing limits
+    return quota.room_for(Resources.from_json(revision.config.get("resources")), in_use(service.project))
 
 
 def autoscale(now: datetime | None = None, measure: Measure | None = None) -> dict[int, int]:

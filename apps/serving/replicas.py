@@ -111,10 +111,7 @@ def storage_uri(config: dict[str, Any], cluster_work_dir: str, work_claim: str) 
 
 
 def _resources(config: dict[str, Any]) -> Resources:
-    res = config.get("resources") or {}
-    return Resources(
-        cpu=float(res.get("cpu") or 0), memory_bytes=res.get("memory_bytes") or None, gpu=float(res.get("gpu") or 0)
-    )
+    return Resources.from_json(config.get("resources"))
 
 
 def _env(service: InferenceService, revision: Revision, config: dict[str, Any]) -> dict[str, str]:

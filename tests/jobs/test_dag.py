@@ -11,9 +11,11 @@ from django.core.exceptions import ValidationError
 
 from apps.jobs.dag import FAILURE_POLICIES, find_cycle, topological_order, validate_spec
 from apps.jobs.models import FailurePolicy
+from apps.runtime.admission import Limits
+from portal.lib.resources import UNLIMITED, Resources
 
 GiB = 2**30
-NO_LIMITS: dict[str, float | int | None] = {"cpu": None, "memory_bytes": None, "gpu": None}
+NO_LIMITS = Limits()
 
 SPLIT = SimpleNamespace(
     slug="split",
@@ -56,11 +58,11 @@ def node(name: str, template: str = "split", **fields: Any) -> dict[str, Any]:
     return {"name": name, "template": template, **fields}
 
 
-def validate(spec: dict[str, Any], limits: dict[str, float | int | None] | None = None) -> dict[str, Any]:
+def validate(spec: dict[str, Any], limits: Limits | None = None) -> dict[str, Any]:
     return validate_spec(spec, resolve_template=resolve, limits=limits or NO_LIMITS)
 
 
-def errors_of(spec: dict[str, Any], limits: dict[str, float | int | None] | None = None) -> dict[str, list[str]]:
+def errors_of(spec: dict[str, Any], limits: Limits | None = None) -> dict[str, list[str]]:
     with pytest.raises(ValidationError) as exc:
         validate(spec, limits)
     return exc.value.message_dict
@@ -290,7 +292,7 @@ def test_it_reports_bad_resources_on_their_own_field():
 
 
 def test_it_rejects_nodes_asking_more_than_the_project_limits():
-    limits = {"cpu": 8, "memory_bytes": 8 * GiB, "gpu": 0}
+    limits = Limits(Resources.of(cpu=8, memory=8 * GiB, gpu=0))
     spec = {
         "nodes": [
             node("small", resources={"cpu": 8, "memory": "8Gi"}),
@@ -310,7 +312,8 @@ def test_it_rejects_nodes_asking_more_than_the_project_limits():
 def test_a_missing_limit_means_unlimited():
     spec = {"nodes": [node("a", resources={"cpu": 64, "memory": "1Ti", "gpu": 8})]}
 
-    assert validate(spec, {"cpu": 64})["nodes"][0]["resources"]["gpu"] == 8.0
+    limits = Limits(Resources.of(cpu=64, memory=UNLIMITED, gpu=UNLIMITED))
+    assert validate(spec, limits)["nodes"][0]["resources"]["gpu"] == 8.0
 
 
 # --- validate_spec: the other fields ----------------------------------------------------------

@@ -9,7 +9,8 @@ import socket
 import pytest
 from django.core.exceptions import ValidationError
 
-from apps.jobs.services import limits_for, normalize_spec
+from apps.jobs.services import normalize_spec
+from apps.runtime.admission import node_limits
 from apps.runtime.models import Agent
 from tests.factories import python_template
 from tests.notebooks.factories import heartbeat_agent
@@ -59,8 +60,14 @@ def test_a_kubernetes_project_is_capped_by_its_cluster_not_by_this_machine(kube_
     assert errors_of(kube_project, gpu=9) == {
         "nodes.fit.resources.gpu": ["asks for 9 GPUs; the limit is 8 (the capacity of cluster gpu-a)"]
     }
-    limits = limits_for(kube_project)
-    assert (limits["cpu"], limits["memory_bytes"], limits["gpu"]) == (64, 256 * GiB, 8)
+    limits = node_limits(kube_project)
+    assert (limits.amounts.cpu, limits.amounts.memory, limits.amounts.gpu) == (64, 256 * GiB, 8)
+    assert limits.to_json() == {  # what the pipeline editor shows next to each field
+        "cpu": 64,
+        "memory_bytes": 256 * GiB,
+        "gpu": 8,
+        "sources": dict.fromkeys(("cpu", "memory_bytes", "gpu"), "the capacity of cluster gpu-a"),
+    }
 
 
 def test_the_quota_caps_below_the_cluster_and_is_named(kube_project):

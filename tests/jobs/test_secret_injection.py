@@ -12,10 +12,10 @@ from apps.jobs.dispatcher import _task_env
 from apps.jobs.dryrun import pipeline_workloads
 from apps.jobs.logs import LogWriter
 from apps.jobs.models import LogLine, PipelineRun, TaskRun
-from apps.jobs.placement import Pool
 from apps.jobs.services import start_run
 from apps.projects import secrets
 from apps.runtime.models import LocalWorkload
+from apps.runtime.placement import Pool
 from tests.factories import ProjectFactory, UserFactory, pipeline, python_template
 from tests.jobs.conftest import drive
 

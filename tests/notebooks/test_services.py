@@ -59,7 +59,8 @@ def test_resources_beyond_the_quota_are_refused(world):
     with pytest.raises(ValidationError) as exc:
         services.create_notebook(world.project_a, world.bob, name="big", cpu=4, memory="2Gi", gpu=1)
     assert set(errors_of(exc)) == {"cpu", "memory", "gpu"}
-    assert "quota is 2 CPU cores" in errors_of(exc)["cpu"][0]
+    assert errors_of(exc)["cpu"] == ["asks for 4 CPU cores; the limit is 2 (the project's quota)"]
+    assert errors_of(exc)["memory"] == ["asks for 2 GiB of memory; the limit is 1 GiB (the project's quota)"]
 
 
 def test_vs_code_is_refused_unless_code_server_is_configured(world, settings, tmp_path):
@@ -137,7 +138,7 @@ def test_starting_counts_the_projects_running_notebooks_against_its_quota(world)
     quota.save()
     services.start_notebook(notebook(world.project_a, world.alice, cpu="0.75"))
 
-    with pytest.raises(ValidationError, match=r"0.75 of 1 CPU cores in use, this notebook needs 0.5"):
+    with pytest.raises(ValidationError, match=r"this notebook needs 0\.5 CPU cores — quota 0\.75/1 in use"):
         services.start_notebook(notebook(world.project_a, world.bob, cpu="0.5"))
 
 

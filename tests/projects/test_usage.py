@@ -9,11 +9,12 @@ from django.core.exceptions import ValidationError
 from apps.jobs import orchestrator
 from apps.jobs.models import JobTemplate
 from apps.jobs.services import save_pipeline, start_run
-from apps.notebooks.capacity import check_quota_in_use
+from apps.notebooks.capacity import place
 from apps.notebooks.models import Notebook
-from apps.projects.usage import fits, free_quota, held
+from apps.projects.usage import held, in_use
 from apps.runtime.models import Agent
 from apps.serving.models import Replica, Revision
+from portal.lib.resources import Resources
 from tests.notebooks.factories import notebook
 from tests.serving.replicas import make_service
 
@@ -37,24 +38,29 @@ def test_running_notebooks_and_live_replicas_are_held(world):
     replica(a, Replica.Status.FAILED, cpu=4, name="broken")  # failed: holds nothing
     replica(b, Replica.Status.STARTING, cpu=1, gpu=1, name="other")
 
-    assert held([a.pk, b.pk]) == {a.pk: (3.5, 5.5 * GIB, 1.0), b.pk: (1.0, float(GIB), 1.0)}
+    assert held([a.pk, b.pk]) == {a.pk: Resources.of(3.5, 5.5 * GIB, 1), b.pk: Resources.of(1, GIB, 1)}
     two = Notebook.objects.get(name="two")
-    assert held([a.pk], except_notebook=two.pk)[a.pk] == (2.5, 4.5 * GIB, 1.0)
+    assert held([a.pk], except_notebook=two.pk)[a.pk] == Resources.of(2.5, 4.5 * GIB, 1)
     assert held([]) == {}
 
 
-def test_free_quota_counts_tasks_notebooks_and_model_servers(world):
+def test_the_quota_leaves_room_after_tasks_notebooks_and_model_servers(world):
     project = world.project_a
-    assert free_quota(project) == (None, None, None)  # no limits
-    project.quota.cpu_cores, project.quota.gpus = 4, 1
-    project.quota.save()
+    quota = project.quota
+    quota.cpu_cores, quota.gpus = 4, 1
+    quota.save()
     notebook(project, world.alice, cpu="1", gpu="1", status=Notebook.Status.RUNNING)
     replica(project, Replica.Status.READY, cpu=1.5)
+    used = in_use(project)
 
-    assert free_quota(project) == (1.5, None, 0.0)
-    assert fits((1.0, GIB, 0.0), free_quota(project)) == 1
-    assert fits((1.0, 0.0, 1.0), free_quota(project)) == 0
-    assert fits((0.0, 0.0, 0.0), free_quota(project)) == 1_000_000  # needs nothing: nothing limits
+    assert used == Resources.of(2.5, 1.5 * GIB, 1)  # the notebook factory's 512Mi, the replica's 1Gi
+    assert quota.room_for(Resources.of(1, GIB, 0), used) == 1  # memory has no limit
+    assert quota.room_for(Resources.of(1, 0, 1), used) == 0
+    assert quota.room_for(Resources.none(), used) == 1_000_000  # needs nothing: nothing limits
+    assert [str(s) for s in quota.what_would_exceed(Resources.of(2, GIB, 1), used)] == [
+        "1 GPU — quota 1/1 in use",
+        "2 CPU cores — quota 2.5/4 in use",
+    ]
 
 
 def test_a_notebook_does_not_start_past_what_model_servers_hold(world):
@@ -64,8 +70,8 @@ def test_a_notebook_does_not_start_past_what_model_servers_hold(world):
     replica(project, Replica.Status.READY, cpu=1.5)
     nb = notebook(project, world.alice, cpu="1")
 
-    with pytest.raises(ValidationError, match=r"1\.5 of 2 CPU cores in use, this notebook needs 1"):
-        check_quota_in_use(nb)
+    with pytest.raises(ValidationError, match=r"this notebook needs 1 CPU core — quota 1\.5/2 in use"):
+        place(nb)
 
 
 @pytest.mark.django_db(transaction=True, databases="__all__")

@@ -98,8 +98,10 @@ def test_it_checks_every_setting_by_field(world, v1):
     errors = errors_of(lambda: create_service(project, alice, name="big", registered_model=v1.registered_model,
                                               model_version=1, cpu="1", memory="512Mi", min_replicas=3,
                                               max_replicas=3))  # fmt: skip
-    assert "3 replica(s) need 3 CPU cores; the project's quota is 2" in errors["cpu"][0]
-    assert "memory" in errors
+    assert errors["cpu"] == ["asks for 3 CPU cores (3 replicas of 1 CPU core); the limit is 2 (the project's quota)"]
+    assert errors["memory"] == [
+        "asks for 1.5 GiB of memory (3 replicas of 512 MiB of memory); the limit is 1 GiB (the project's quota)"
+    ]
 
     custom = create_service(project, alice, name="custom", framework=Framework.CUSTOM,
                             command="{python} -m my_server --port {port}")  # fmt: skip

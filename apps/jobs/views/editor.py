@@ -25,6 +25,7 @@ from apps.jobs.models import JobTemplate, Pipeline
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
+from apps.runtime.admission import node_limits
 from portal.lib import untrusted
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # a spec is small; the request limit of the site is larger for uploads
@@ -99,7 +100,7 @@ def reference_choices(project: Project) -> dict[str, list[str]]:
 def editor_data(request: HttpRequest, project: Project, pipeline: Pipeline | None) -> dict[str, Any]:
     """Everything the editor's script starts from (rendered with json_script: data, never code)."""
     spec = pipeline.spec if pipeline is not None else None
-    limits = services.limits_for(project)
+    limits = node_limits(project).to_json()
     return {
         "project": project.slug,
         "pipeline": (

@@ -35,6 +35,7 @@ from apps.runtime.local.notifier import End, Notice, Notifier, replace_broken_co
 from apps.runtime.local.processes import ExitWaiter, TreeSampler, detect_capacity, kill_tree
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff, progress_marker
 from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, Workload
+from portal.lib.resources import format_bytes
 
 log = logging.getLogger("portal.agent")
 
@@ -58,11 +59,7 @@ OOM_EXIT_CODE = 137  # what a container killed by the OOM killer exits with (128
 def oom_reason(replica: str, used: int, limit: int, several: bool) -> str:
     """The reason of a replica stopped over its memory limit, worded as Kubernetes words it ("OOMKilled")."""
     who = f"replica {replica}" if several else "the task"
-    return f"OOMKilled: {who} used {format_mib(used)}, over its memory limit of {format_mib(limit)}"
-
-
-def format_mib(size: int) -> str:
-    return f"{size / 2**20:.0f} MiB"
+    return f"OOMKilled: {who} used {format_bytes(used)}, over its memory limit of {format_bytes(limit)}"
 
 
 @dataclass

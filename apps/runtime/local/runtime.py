@@ -13,6 +13,7 @@ from apps.runtime.local.agent import mark_lost, running_here
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
 from apps.runtime.rows import ACTIVE, RowRuntime
 from apps.runtime.workload import Capacity, Phase, Status, Workload
+from portal.lib.resources import Resources
 
 
 def live_agents():
@@ -92,25 +93,16 @@ class LocalRuntime(RowRuntime):
         if agent is None:
             return None
         total = agent.capacity
-        used_cpu = used_mem = used_gpu = 0.0
+        used = Resources.none()
         # Only the keys that count, extracted by the database: a spec also holds the command and env.
         active = LocalWorkload.objects.filter(state__in=ACTIVE).values_list(
             "spec__resources", "spec__replicas", "spec__kind"
         )
         for res, replica_counts, kind in active:
-            res = res or {}
             replicas = max(sum(int(n) for n in (replica_counts or {}).values()), 1) if kind == "distributed" else 1
-            used_cpu += float(res.get("cpu") or 0) * replicas
-            used_mem += float(res.get("memory_bytes") or 0) * replicas
-            used_gpu += float(res.get("gpu") or 0) * replicas
-        return Capacity(
-            cpu=total.get("cpu", 0) - used_cpu,
-            memory_bytes=int(total.get("memory_bytes", 0) - used_mem),
-            gpu=total.get("gpu", 0) - used_gpu,
-            total_cpu=total.get("cpu", 0),
-            total_memory_bytes=int(total.get("memory_bytes", 0)),
-            total_gpu=total.get("gpu", 0),
-        )
+            used += Resources.from_json(res) * replicas
+        total = Resources.of(total.get("cpu"), total.get("memory_bytes"), total.get("gpu"))
+        return Capacity.of(free=total - used, total=total)
 
     @staticmethod
     def _alive(agent: Agent) -> bool:

@@ -20,9 +20,11 @@ from django.utils.translation import gettext as _
 from apps.models.models import ModelAlias, ModelVersion, RegisteredModel
 from apps.projects.models import Project, slug_validator
 from apps.projects.services import UNCHANGED
+from apps.runtime.admission import quota_limits, too_large
 from apps.runtime.workload import parse_memory
 from apps.serving.models import Framework, InferenceService
 from apps.serving.services.deploy import deploy as deploy_service
+from portal.lib.resources import Resources
 
 MAX_REPLICAS = 50
 MIN_MEMORY = 64 * 2**20
@@ -170,21 +172,8 @@ def _version(model: RegisteredModel | None, value: Any, errors: dict[str, list[s
 
 def _quota_errors(project: Project, cpu: Decimal, memory: int, gpu: Decimal, replicas: int) -> dict[str, list[str]]:
     """The service's minimum replicas alone must fit the project's quota (else it could never serve)."""
-    quota = getattr(project, "quota", None)
-    errors: dict[str, list[str]] = {}
-    if quota is None:
-        return errors
-    n = max(replicas, 1)
-    if quota.cpu_cores is not None and cpu * n > quota.cpu_cores:
-        errors["cpu"] = [_("%(n)d replica(s) need %(need)s CPU cores; the project's quota is %(q)s.")
-                         % {"n": n, "need": f"{float(cpu * n):g}", "q": f"{float(quota.cpu_cores):g}"}]  # fmt: skip
-    if quota.memory_bytes is not None and memory * n > quota.memory_bytes:
-        errors["memory"] = [_("%(n)d replica(s) need %(need).1f GiB of memory; the project's quota is %(q).1f GiB.")
-                            % {"n": n, "need": memory * n / 2**30, "q": quota.memory_bytes / 2**30}]  # fmt: skip
-    if quota.gpus is not None and gpu * n > quota.gpus:
-        errors["gpu"] = [_("%(n)d replica(s) need %(need)s GPUs; the project's quota is %(q)s.")
-                         % {"n": n, "need": f"{float(gpu * n):g}", "q": f"{float(quota.gpus):g}"}]  # fmt: skip
-    return errors
+    errors = too_large(Resources.of(cpu, memory, gpu), quota_limits(project), replicas=max(replicas, 1))
+    return {name: [message] for name, message in errors.items()}
 
 
 def clean_settings(project: Project, values: dict[str, Any], *, allow_waiting: bool = False) -> dict[str, Any]:

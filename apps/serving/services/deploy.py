@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.models.models import ModelAlias, ModelVersion
+from apps.runtime.placement import pools_for
 from apps.serving.hosting import hosting_for, start_replicas
 from apps.serving.models import Framework, InferenceService, Revision
 from apps.serving.services.rollout import advance, retire
@@ -80,8 +81,6 @@ def placement(service: InferenceService) -> dict[str, Any]:
     """Where the revision runs: the project's runtime and, on Kubernetes, its first bound cluster and how a
     revision is served there ("kserve" when the cluster has KServe, else a Deployment). ValidationError when
     nothing can run it now."""
-    from apps.jobs.placement import pools_for
-
     pools = pools_for(service.project)
     if not pools:
         raise ValidationError(_("The project runs on Kubernetes and no enabled cluster is bound to it."))

@@ -21,6 +21,7 @@ from apps.runtime.kubernetes.manifests.meta import (
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.workload import Workload
 from portal.lib import sealed
+from portal.lib.resources import memory_quantity
 
 # "{python}" / "{python:<env>}" name a task environment's interpreter on the portal's machine; on a cluster the
 # image provides the interpreter, so both become plain `python`.
@@ -30,18 +31,6 @@ WORK_VOLUME = "portal-work"
 
 def command_of(workload: Workload) -> list[str]:
     return ["python" if _PYTHON_TOKEN.match(token) else token for token in workload.command]
-
-
-def cpu_quantity(cores: float) -> str:
-    return str(int(cores)) if float(cores).is_integer() else f"{max(1, round(cores * 1000))}m"
-
-
-def memory_quantity(size: int) -> str:
-    size = int(size)
-    for unit, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
 
 
 def _whole(amount: float, field: str, hint: str = "") -> str:
@@ -79,12 +68,8 @@ def resources_of(workload: Workload, profile: ClusterProfile, accelerators: bool
     both (the node stays safe and an overrun is reported as OOMKilled); GPUs, vGPU shares and RDMA devices are
     extended resources, which Kubernetes takes as limits."""
     res = workload.resources
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-    if res.cpu > 0:
-        requests["cpu"] = cpu_quantity(res.cpu)
-    if res.memory_bytes:
-        requests["memory"] = limits["memory"] = memory_quantity(res.memory_bytes)
+    quantities = res.kubernetes()
+    requests, limits = quantities["requests"], quantities["limits"]
     if accelerators:
         if res.gpu > 0:
             limits[profile.gpu_resource] = _whole(res.gpu, "resources.gpu", " (ask for a vGPU share instead)")

@@ -1,6 +1,6 @@
-"""Where a project's tasks may run: the runtime its settings choose and, on Kubernetes, the clusters bound to
-it (the default binding first). The dispatcher takes the first pool with room; `pipeline_manifests` shows
-what a pool would be given."""
+"""Where a project's work (pipeline tasks, notebooks, model servers) may run: the runtime its settings choose
+(`Project.runtime`, else PORTAL_RUNTIME) and, on Kubernetes, the clusters bound to it (the default binding first).
+The dispatcher takes the first pool with room; `pipeline_manifests` shows what a pool would be given."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.conf import settings
 
 from apps.runtime.base import Runtime, get_runtime
 from apps.runtime.workload import Capacity
+from portal.lib.resources import Resources
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Pools:
 
     def __init__(self) -> None:
         self._by_project: dict[int, list[Pool]] = {}
-        self._free: dict[Pool, list[float] | None] = {}
+        self._free: dict[Pool, Resources | None] = {}
         self._capacity: dict[Pool, Capacity | None] = {}
 
     def of(self, project) -> list[Pool]:
@@ -66,8 +67,8 @@ class Pools:
             return self._load(pool)
         return self.runtime(pool).ready()
 
-    def free(self, pool: Pool) -> tuple[list[float] | None, Capacity | None]:
-        """[cpu, memory bytes, gpu] still free in `pool` in this pass, and its capacity (None: unavailable)."""
+    def free(self, pool: Pool) -> tuple[Resources | None, Capacity | None]:
+        """What is still free in `pool` in this pass, and its capacity (None: unavailable)."""
         self._load(pool)
         return self._free[pool], self._capacity[pool]
 
@@ -76,11 +77,10 @@ class Pools:
             runtime = self.runtime(pool)
             capacity = runtime.capacity(cluster=pool.cluster) if pool.cluster else runtime.capacity()
             self._capacity[pool] = capacity
-            self._free[pool] = [capacity.cpu, capacity.memory_bytes, capacity.gpu] if capacity else None
+            self._free[pool] = capacity.free if capacity else None
         return self._capacity[pool] is not None
 
-    def take(self, pool: Pool, need: tuple[float, float, float]) -> None:
+    def take(self, pool: Pool, need: Resources) -> None:
         free = self._free.get(pool)
         if free is not None:
-            for i in range(3):
-                free[i] -= need[i]
+            self._free[pool] = free - need
