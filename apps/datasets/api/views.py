@@ -64,11 +64,7 @@ class DatasetViewSet(ProjectScopedViewSet):
         serializer.instance = self.get_queryset().get(pk=dataset.pk)
 
     def perform_update(self, serializer: DatasetSerializer) -> None:
-        name = serializer.validated_data.get("name")
-        instance = serializer.instance
-        if name and name != instance.name and Dataset.objects.filter(project=instance.project, name=name).exists():
-            raise ValidationError({"name": [_("A dataset named “%(name)s” exists in this project.") % {"name": name}]})
-        serializer.save()
+        serializer.instance = services.update_dataset(serializer.instance, **serializer.validated_data)
 
     @extend_schema(parameters=[FORCE], responses={200: DeleteResultSerializer})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:

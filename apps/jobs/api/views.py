@@ -23,7 +23,6 @@ from apps.jobs.api.serializers import (
     ScheduleSerializer,
     TaskRunSerializer,
 )
-from apps.jobs.args import validate_args_schema, with_order
 from apps.jobs.dryrun import choose_cluster, dry_run
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
@@ -52,11 +51,7 @@ class JobTemplateViewSet(ProjectScopedViewSet):
         if project is None:
             self.permission_denied(self.request, message=_("Give the project the template belongs to."))
         self.check_project(project)
-        validate_args_schema(data.get("args_schema") or {})
-        latest = JobTemplate.objects.filter(project=project, slug=data["slug"]).order_by("-version").first()
-        serializer.save(
-            version=(latest.version + 1) if latest else 1, args_schema=with_order(data.get("args_schema") or {})
-        )
+        serializer.instance = services.create_template(**data)
 
 
 class ImageViewSet(ProjectScopedViewSet):
@@ -269,19 +264,12 @@ class ScheduleViewSet(ProjectScopedViewSet):
     filterset_fields = ["pipeline", "enabled"]
 
     def perform_create(self, serializer: ScheduleSerializer) -> None:
-        data = serializer.validated_data
-        self.check_project(data["pipeline"].project)
-        schedules.validate_schedule(data["cron"], data.get("timezone", "UTC"))
-        serializer.save(project=data["pipeline"].project)
+        self.check_project(serializer.validated_data["pipeline"].project)
+        serializer.instance = schedules.save_schedule(**serializer.validated_data)
 
     def perform_update(self, serializer: ScheduleSerializer) -> None:
-        data = serializer.validated_data
-        pipeline = data.get("pipeline", serializer.instance.pipeline)
+        pipeline = serializer.validated_data.get("pipeline", serializer.instance.pipeline)
         if pipeline.pk != serializer.instance.pipeline_id:
-            # The schedule's runs start in the new pipeline's project: the user must be allowed to start
-            # them there, and the schedule moves with its pipeline.
+            # The schedule's runs start in the new pipeline's project: the user must be allowed to start them there.
             self.check_project(pipeline.project)
-        schedules.validate_schedule(
-            data.get("cron", serializer.instance.cron), data.get("timezone", serializer.instance.timezone)
-        )
-        serializer.save(project=pipeline.project)
+        serializer.instance = schedules.save_schedule(serializer.instance, **serializer.validated_data)
