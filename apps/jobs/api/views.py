@@ -24,6 +24,14 @@ from apps.jobs.api.serializers import (
     TaskRunSerializer,
 )
 from apps.jobs.dryrun import choose_cluster, dry_run
+from apps.jobs.filters import (
+    ImageFilterSet,
+    JobTemplateFilterSet,
+    PipelineFilterSet,
+    PipelineRunFilterSet,
+    ScheduleFilterSet,
+    TaskRunFilterSet,
+)
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
@@ -35,7 +43,7 @@ class JobTemplateViewSet(ProjectScopedViewSet):
 
     queryset = JobTemplate.objects.select_related("project")
     serializer_class = JobTemplateSerializer
-    filterset_fields = ["slug", "category", "kind", "framework"]
+    filterset_class = JobTemplateFilterSet
     search_fields = ["slug", "name", "description", "category"]
     http_method_names = ["get", "post", "delete", "head", "options"]
 
@@ -60,7 +68,7 @@ class ImageViewSet(ProjectScopedViewSet):
 
     queryset = Image.objects.select_related("project")
     serializer_class = ImageSerializer
-    filterset_fields = ["name"]
+    filterset_class = ImageFilterSet
     search_fields = ["name", "description", "registry"]
 
     def check_object_permissions(self, request: Request, obj: Image) -> None:
@@ -86,7 +94,7 @@ class PipelineViewSet(ProjectScopedViewSet):
 
     queryset = Pipeline.objects.select_related("project")
     serializer_class = PipelineSerializer
-    filterset_fields = ["name"]
+    filterset_class = PipelineFilterSet
     search_fields = ["name", "description"]
     action_perms = {"run": CONTRIBUTE, "export": VIEW, "manifests": VIEW, "import_yaml": CONTRIBUTE}
 
@@ -176,7 +184,7 @@ class PipelineRunViewSet(
 
     queryset = PipelineRun.objects.select_related("project", "created_by")
     serializer_class = PipelineRunSerializer
-    filterset_fields = ["status", "pipeline", "trigger", "schedule"]
+    filterset_class = PipelineRunFilterSet
     search_fields = ["pipeline_name"]
     ordering_fields = ["created_at", "number", "status"]
     action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE, "usage": VIEW}
@@ -253,7 +261,7 @@ class TaskRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ProjectSc
 
     queryset = TaskRun.objects.select_related("run", "run__project")
     serializer_class = TaskRunSerializer
-    filterset_fields = ["run", "node", "status"]
+    filterset_class = TaskRunFilterSet
 
 
 class ScheduleViewSet(ProjectScopedViewSet):
@@ -261,7 +269,7 @@ class ScheduleViewSet(ProjectScopedViewSet):
 
     queryset = Schedule.objects.select_related("project", "pipeline")
     serializer_class = ScheduleSerializer
-    filterset_fields = ["pipeline", "enabled"]
+    filterset_class = ScheduleFilterSet
 
     def perform_create(self, serializer: ScheduleSerializer) -> None:
         self.check_project(serializer.validated_data["pipeline"].project)
