@@ -17,9 +17,7 @@ class StyledForm(StyledFormMixin, forms.Form):
 
 
 class JobTemplateFilterSet(ProjectScopedFilterSet):
-    q = django_filters.CharFilter(
-        method="search", label=_("Search"), help_text=_("A part of the slug, name, category or description.")
-    )
+    q = django_filters.CharFilter(method="search", label=_("Search"))  # the template list page's box
 
     class Meta:
         model = JobTemplate
