@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import django_filters
-from django import forms
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, RunStatus, Schedule, TaskRun
 from apps.projects.filters import ProjectScopedFilterSet
-from portal.lib.forms import StyledFormMixin
-
-
-class StyledForm(StyledFormMixin, forms.Form):
-    pass
+from portal.lib.forms import StyledForm
 
 
 class JobTemplateFilterSet(ProjectScopedFilterSet):

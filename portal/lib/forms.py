@@ -32,6 +32,10 @@ class StyledFormMixin:
         style_form(self)  # type: ignore[arg-type]
 
 
+class StyledForm(StyledFormMixin, forms.Form):
+    """A plain styled form: the `Meta.form` of a FilterSet whose form a page renders."""
+
+
 def add_service_errors(form: forms.BaseForm, exc: ValidationError) -> None:
     """Put a service's `ValidationError` on the form: an error keyed by one of the form's fields on that field, any
     other (or one without a key) on the whole form. Every page that calls a service shows its errors this way."""
