@@ -19,7 +19,7 @@ from apps.accounts.middleware import apply_user_language
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.throttles import TokenCreateRateThrottle, throttled, too_many_requests
 from apps.projects.permissions import projects_for
-from apps.projects.views import run_service
+from portal.lib.forms import run_service
 
 
 @login_required

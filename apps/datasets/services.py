@@ -63,6 +63,17 @@ def create_dataset(project: Project, user: Any, *, name: str, **fields: Any) -> 
     return dataset
 
 
+def update_dataset(dataset: Dataset, **fields: Any) -> Dataset:
+    """Change a dataset's name or description fields; a new name must be free in its project."""
+    name = fields.get("name")
+    if name and name != dataset.name and Dataset.objects.filter(project=dataset.project, name=name).exists():
+        raise ValidationError({"name": [_("A dataset named “%(name)s” exists in this project.") % {"name": name}]})
+    for field, value in fields.items():
+        setattr(dataset, field, value)
+    dataset.save()
+    return dataset
+
+
 def manifest_digest(manifest: dict[str, tuple[str, int]]) -> str:
     """SHA-256 of the canonical manifest: sorted [path, sha256, size] rows as compact JSON."""
     rows = [[path, sha, size] for path, (sha, size) in sorted(manifest.items())]

@@ -18,6 +18,7 @@ from apps.datasets.quota import pending_bytes, stored_bytes
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.forms import add_service_errors
 
 
 @project_view(VIEW, methods=("GET",))
@@ -45,9 +46,7 @@ def dataset_create(request: HttpRequest, project: Project) -> HttpResponse:
             data = {k: form.cleaned_data[k] for k in ("description", "tags", "licence", "source")}
             dataset = services.create_dataset(project, request.user, name=form.cleaned_data["name"], **data)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                for error in errors:
-                    form.add_error(field if field in form.fields else None, error)
+            add_service_errors(form, exc)
         else:
             messages.success(
                 request, _("Dataset “%(name)s” created; upload its first version.") % {"name": dataset.name}

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from apps.jobs.models import Image, RunStatus
+from apps.jobs.models import Image
 from portal.lib.forms import StyledFormMixin
 
 
@@ -12,11 +12,6 @@ class PipelineYamlForm(StyledFormMixin, forms.Form):
         label=_("Pipeline (YAML)"),
         widget=forms.Textarea(attrs={"rows": 22, "spellcheck": "false", "class": "font-monospace"}),
     )
-
-
-class RunFilterForm(StyledFormMixin, forms.Form):
-    status = forms.ChoiceField(label=_("Status"), choices=[("", _("Any status")), *RunStatus.choices], required=False)
-    pipeline = forms.CharField(label=_("Pipeline"), required=False)
 
 
 class RerunForm(StyledFormMixin, forms.Form):

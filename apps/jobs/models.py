@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -33,10 +34,23 @@ class SharedTenantQuerySet(TenantQuerySet):
 
 class PipelineRunQuerySet(TenantQuerySet):
     def with_progress(self) -> PipelineRunQuerySet:
-        """Annotate `done_count` (nodes whose latest attempt is finished), newest first: Meta.ordering does
-        not apply to aggregating queries."""
-        done = models.Count("tasks__node", filter=models.Q(tasks__status__in=TASK_FINISHED), distinct=True)
-        return self.annotate(done_count=done).order_by("-created_at", "-pk")
+        """Annotate `done_count`, the run's progress (`PipelineRun.progress`), as a correlated subquery: counted for
+        the rows a page or a sliced list returns, not aggregated over every task of the project."""
+        tasks = TaskRun.objects.filter(run=models.OuterRef("pk"))
+        done = finished_nodes(tasks).values("run").annotate(n=_node_count())
+        return self.annotate(
+            done_count=Coalesce(models.Subquery(done.values("n"), output_field=models.IntegerField()), 0)
+        )
+
+
+def finished_nodes(tasks: models.QuerySet[TaskRun]) -> models.QuerySet[TaskRun]:
+    """The one definition of a run's progress: its nodes with a finished attempt (a node being retried counts as
+    done once one attempt ended). Lists annotate it (`with_progress`); one run reads it (`PipelineRun.progress`)."""
+    return tasks.filter(status__in=TASK_FINISHED).order_by()
+
+
+def _node_count() -> models.Count:
+    return models.Count("node", distinct=True)
 
 
 class Kind(models.TextChoices):
@@ -205,6 +219,13 @@ class PipelineRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pipeline_name} #{self.number}"
+
+    def progress(self) -> tuple[int, int]:
+        """(nodes done, nodes in all): `done_count` when the query annotated it (`with_progress`), else counted."""
+        done = getattr(self, "done_count", None)
+        if done is None:
+            done = finished_nodes(self.tasks.all()).aggregate(n=_node_count())["n"]
+        return done, len(self.spec.get("nodes", []))
 
     @property
     def is_finished(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
@@ -45,6 +46,19 @@ def validate_schedule(cron: str, tz: str) -> None:
         errors["timezone"] = [_("Unknown time zone “%(tz)s”.") % {"tz": tz}]
     if errors:
         raise ValidationError(errors)
+
+
+def save_schedule(schedule: Schedule | None = None, **fields: Any) -> Schedule:
+    """Create (no `schedule`) or change a schedule: its cron and time zone are checked, and it belongs to its
+    pipeline's project (a schedule moved to another pipeline moves with it). Whether the user may start runs in
+    that project is the caller's check."""
+    schedule = schedule if schedule is not None else Schedule()
+    for name, value in fields.items():
+        setattr(schedule, name, value)
+    validate_schedule(schedule.cron, schedule.timezone)
+    schedule.project = schedule.pipeline.project
+    schedule.save()
+    return schedule
 
 
 def due_dates(schedule: Schedule, now: datetime) -> list[datetime]:

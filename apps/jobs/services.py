@@ -19,6 +19,7 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from apps.jobs.args import validate_args_schema, with_order
 from apps.jobs.dag import validate_spec
 from apps.jobs.models import (
     RUN_FINISHED,
@@ -72,6 +73,17 @@ def _normalize(project: Project, spec: dict[str, Any]) -> tuple[dict[str, Any], 
     return normalized, templates, check_references(project, normalized, templates)
 
 
+def pipeline_name_errors(project: Project, name: str, pipeline_id: int | None = None) -> dict[str, list[str]]:
+    """The name is free in the project (the pipeline `pipeline_id` may keep its own): the check `save_pipeline`
+    makes, and the editor's validate endpoint before it saves."""
+    clash = Pipeline.objects.filter(project=project, name=name)
+    if pipeline_id is not None:
+        clash = clash.exclude(pk=pipeline_id)
+    if clash.exists():
+        return {"name": [_("A pipeline with this name already exists in the project.")]}
+    return {}
+
+
 def save_pipeline(
     project: Project,
     user: Any,
@@ -83,12 +95,7 @@ def save_pipeline(
     pipeline: Pipeline | None = None,
 ) -> Pipeline:
     """Create or update a pipeline after validating its spec (field errors name the node and field)."""
-    errors: dict[str, list[str]] = {}
-    clash = Pipeline.objects.filter(project=project, name=name)
-    if pipeline is not None:
-        clash = clash.exclude(pk=pipeline.pk)
-    if clash.exists():
-        errors["name"] = [_("A pipeline with this name already exists in the project.")]
+    errors = pipeline_name_errors(project, name, pipeline.pk if pipeline is not None else None)
     try:
         # Validated now; stored as written ("train" keeps meaning the newest version; runs pin it).
         normalize_spec(project, spec)
@@ -107,6 +114,22 @@ def save_pipeline(
     except IntegrityError:
         raise ValidationError({"name": [_("A pipeline with this name already exists in the project.")]}) from None
     return pipeline
+
+
+def next_template_version(project: Project, slug: str) -> int:
+    latest = JobTemplate.objects.filter(project=project, slug=slug).aggregate(v=Max("version"))["v"]
+    return (latest or 0) + 1
+
+
+def create_template(*, project: Project, slug: str, **fields: Any) -> JobTemplate:
+    """A project's template, or the next version of one: changing what a template runs makes a new row, so that a
+    frozen run keeps naming exactly what it ran. The argument schema is checked and kept in the author's order."""
+    schema = fields.pop("args_schema", None) or {}
+    validate_args_schema(schema)
+    version = next_template_version(project, slug)
+    return JobTemplate.objects.create(
+        project=project, slug=slug, version=version, args_schema=with_order(schema), **fields
+    )
 
 
 def _freeze(project: Project, spec: dict[str, Any]) -> dict[str, Any]:

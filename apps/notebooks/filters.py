@@ -6,10 +6,10 @@ import django_filters
 from django.utils.translation import gettext_lazy as _
 
 from apps.notebooks.models import Notebook
+from apps.projects.filters import ProjectScopedFilterSet
 
 
-class NotebookFilterSet(django_filters.FilterSet):
-    project = django_filters.CharFilter(field_name="project__slug", label=_("Project"))
+class NotebookFilterSet(ProjectScopedFilterSet):
     owner = django_filters.CharFilter(field_name="owner__username", label=_("Owner"))
 
     class Meta:

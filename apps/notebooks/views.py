@@ -22,6 +22,7 @@ from apps.projects.models import Project
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm
 from apps.projects.services import UNCHANGED
 from apps.runtime.workload import format_memory
+from portal.lib.forms import add_service_errors
 
 
 class Row:
@@ -41,14 +42,6 @@ def _rows(request: HttpRequest, project: Project, notebooks) -> list[Row]:
     contribute = has_project_perm(request.user, project, CONTRIBUTE)
     admin = has_project_perm(request.user, project, CHANGE)
     return [Row(nb, request.user, contribute, admin) for nb in notebooks]
-
-
-def _form_errors(form, exc: ValidationError) -> None:
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.error_dict.items():
-            form.add_error(field if field in form.fields else None, errors)
-    else:
-        form.add_error(None, exc)
 
 
 @project_view(VIEW, methods=("GET",))
@@ -73,7 +66,7 @@ def notebook_create(request: HttpRequest, project: Project) -> HttpResponse:
         try:
             notebook = services.create_notebook(project, request.user, **data)
         except ValidationError as exc:
-            _form_errors(form, exc)
+            add_service_errors(form, exc)
         else:
             if request.POST.get("start"):
                 try:
@@ -115,7 +108,7 @@ def notebook_settings(request: HttpRequest, project: Project, notebook: Notebook
         try:
             services.update_notebook(notebook, **data)
         except ValidationError as exc:
-            _form_errors(form, exc)
+            add_service_errors(form, exc)
         else:
             messages.success(request, _("Settings saved; resources and image apply at the next start."))
             return redirect("notebooks:notebook-detail", project=project.slug, pk=notebook.pk)

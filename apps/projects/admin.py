@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from apps.accounts.models import SsoMembership
 from apps.projects import permissions, services
 from apps.projects.models import Membership, Project, ProjectSecret, Quota
 
@@ -60,6 +61,30 @@ class TenantAdminMixin:
         return super().has_delete_permission(request, obj)  # type: ignore[misc]
 
 
+class ReadOnlyAdminMixin:
+    """An admin that shows records the portal writes through its services (runs, versions, uploads): nothing is
+    added, changed or deleted here, where no service would keep the rows consistent."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyTabularInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """A parent's child rows, read-only (tags, attempts, usages); every field shown."""
+
+    extra = 0
+    show_change_link = True
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in self.model._meta.concrete_fields if f.name != "id"]
+
+
 class QuotaInline(admin.StackedInline):
     model = Quota
     can_delete = False
@@ -103,6 +128,13 @@ class ProjectAdmin(TenantAdminMixin, admin.ModelAdmin):
             super().save_related(request, form, formsets, change)
 
 
+class SsoMembershipInline(ReadOnlyTabularInline):
+    """Whether single sign-on granted the membership (and follows the IdP's groups), and from which groups."""
+
+    model = SsoMembership
+    show_change_link = False
+
+
 @admin.register(Membership)
 class MembershipAdmin(TenantAdminMixin, admin.ModelAdmin):
     write_perm = permissions.MANAGE_MEMBERS
@@ -111,6 +143,7 @@ class MembershipAdmin(TenantAdminMixin, admin.ModelAdmin):
     list_select_related = ["project", "user"]
     search_fields = ["project__name", "user__username"]
     readonly_fields = ["project", "user", "role", "created_at"]
+    inlines = [SsoMembershipInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

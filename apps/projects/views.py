@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -26,19 +25,7 @@ from apps.projects.forms import (
 from apps.projects.models import Membership, Project, ProjectSecret, Role
 from apps.projects.permissions import CHANGE, CONTRIBUTE, DELETE, MANAGE_MEMBERS, TRANSFER, VIEW, has_project_perm
 from portal.lib.errors import Conflict
-
-
-def run_service(form: forms.Form, service: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a service; its field errors land on the form (None when it failed)."""
-    try:
-        return service(*args, **kwargs)
-    except ValidationError as exc:
-        if hasattr(exc, "error_dict"):
-            for field, errors in exc.error_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
-        else:
-            form.add_error(None, exc)
-        return None
+from portal.lib.forms import run_service
 
 
 @login_required

@@ -18,9 +18,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from apps.projects.admin import ReadOnlyAdminMixin
 from apps.runtime import services
 from apps.runtime.forms import ClusterForm, SecretTextarea
-from apps.runtime.models import Cluster, KubeWorkload, ProjectCluster
+from apps.runtime.models import Agent, Cluster, KubeWorkload, LocalWorkload, ProjectCluster
 
 # Env values of these names are credentials (the task's API token, passwords): never shown in the admin.
 SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY|CREDENTIAL", re.IGNORECASE)
@@ -143,3 +144,32 @@ class KubeWorkloadAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(Agent)
+class AgentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only: agents register themselves and beat their heart (`manage.py runagent`)."""
+
+    list_display = ["__str__", "kind", "address", "started_at", "heartbeat_at", "stopped_at"]
+    list_filter = ["kind"]
+    search_fields = ["hostname", "address"]
+
+
+@admin.register(LocalWorkload)
+class LocalWorkloadAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only: workloads are written by the local runtime and its agent only."""
+
+    list_display = ["uid", "agent", "state", "exit_code", "created_at", "finished_at"]
+    list_filter = ["state"]
+    search_fields = ["uid"]
+    list_select_related = ["agent"]
+    date_hierarchy = "created_at"
+    fields = [
+        "uid", "agent", "state", "cancel_requested", "exit_code", "reason", "pids", "usage", "spec_shown",
+        "created_at", "started_at", "finished_at",
+    ]  # fmt: skip
+    readonly_fields = fields
+
+    @admin.display(description=_("spec"))
+    def spec_shown(self, workload: LocalWorkload) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(redacted_spec(workload.spec), indent=2, sort_keys=True))

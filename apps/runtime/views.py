@@ -22,6 +22,7 @@ from apps.runtime import services, usage
 from apps.runtime.api.filters import ClusterFilterSet
 from apps.runtime.forms import BindingForm, ClusterForm
 from apps.runtime.models import Cluster, KubeWorkload, ProjectCluster
+from portal.lib.forms import add_service_errors
 
 
 def get_cluster_for(request: HttpRequest, name: str, *, change: bool = False) -> Cluster:
@@ -35,15 +36,6 @@ def get_cluster_for(request: HttpRequest, name: str, *, change: bool = False) ->
 def require_platform_admin(request: HttpRequest) -> None:
     if not services.is_platform_admin(request.user):
         raise PermissionDenied(_("Only platform administrators change clusters."))
-
-
-def add_service_errors(form, exc: ValidationError) -> None:
-    """Put a service's field errors on the form (the rest as form-wide errors)."""
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.error_dict.items():
-            form.add_error(field if field in form.fields else None, errors)
-    else:
-        form.add_error(None, exc)
 
 
 @login_required

@@ -25,16 +25,9 @@ from apps.serving.forms import ServiceForm, example_request
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services.events import TRANSITIONAL
 from apps.serving.services.metrics import requests_per_second
+from portal.lib.forms import add_service_errors
 
 METADATA_TIMEOUT = 2.0
-
-
-def _form_errors(form, exc: ValidationError) -> None:
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.error_dict.items():
-            form.add_error(field if field in form.fields else None, errors)
-    else:
-        form.add_error(None, exc)
 
 
 def _detail_url(service: InferenceService) -> str:
@@ -92,7 +85,7 @@ def service_create(request: HttpRequest, project: Project) -> HttpResponse:
                 **form.settings(),
             )
         except ValidationError as exc:
-            _form_errors(form, exc)
+            add_service_errors(form, exc)
         else:
             messages.success(request, _("Service “%(name)s” created.") % {"name": service.name})
             return redirect(_detail_url(service))
@@ -108,7 +101,7 @@ def service_edit(request: HttpRequest, project: Project, service: InferenceServi
             if request.POST.get("deploy"):
                 services.deploy(service, request.user)
         except ValidationError as exc:
-            _form_errors(form, exc)
+            add_service_errors(form, exc)
         else:
             if redeploy and not request.POST.get("deploy"):
                 messages.info(request, _("Saved. What the replicas run changed: deploy to roll it out."))

@@ -1,4 +1,4 @@
-"""`?project=<slug>` on every list of project-owned rows (apps/projects/api/base.py, ProjectFilterBackend).
+"""`?project=<slug>` on every list of project-owned rows (apps/projects/filters.py, ProjectScopedFilterSet).
 
 The list routes are discovered from the API router, so a list added later is checked the day it exists.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from apps.projects.filters import ProjectScopedFilterSet
 from apps.projects.models import Role
 from tests.access import PROJECT_OBJECT_MAKERS, lookup_value
 from tests.conftest import user_client
@@ -19,6 +20,12 @@ LIST_CASES = [c for c in PROJECT_CASES if c.action == "list"]
 def keys_of(response, case) -> set[str]:
     assert response.status_code == 200, response.content
     return {str(row.get(case.viewset.lookup_field, row.get("id"))) for row in response.json()["results"]}
+
+
+@pytest.mark.parametrize("case", LIST_CASES, ids=str)
+def test_every_project_list_has_a_filterset_with_the_project_filter(case):
+    """One FilterSet per list (docs/apps.md), shared with its page; `?project=` comes from their common base."""
+    assert issubclass(case.viewset.filterset_class, ProjectScopedFilterSet), case.viewset
 
 
 def test_the_lists_were_discovered():

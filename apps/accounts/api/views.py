@@ -16,6 +16,7 @@ from apps.accounts.api.serializers import (
     NotificationSerializer,
     ProfileSerializer,
 )
+from apps.accounts.filters import ApiTokenFilterSet, NotificationFilterSet
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.throttles import TokenCreateRateThrottle
 from apps.projects.api.base import TokenScopePermission, request_token
@@ -45,7 +46,7 @@ class ApiTokenViewSet(
     serializer_class = ApiTokenSerializer
     permission_classes = USER_PERMISSIONS
     throttle_classes = [TokenCreateRateThrottle]  # counts only creations (POST): 429 with Retry-After past the limit
-    filterset_fields = ["scope"]
+    filterset_class = ApiTokenFilterSet
     ordering_fields = ["created_at", "last_used_at"]
 
     def get_queryset(self) -> QuerySet[ApiToken]:
@@ -83,7 +84,7 @@ class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
 
     serializer_class = NotificationSerializer
     permission_classes = USER_PERMISSIONS
-    filterset_fields = {"read_at": ["isnull"]}
+    filterset_class = NotificationFilterSet
 
     def get_queryset(self) -> QuerySet[Notification]:
         if getattr(self, "swagger_fake_view", False):

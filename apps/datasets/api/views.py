@@ -30,6 +30,7 @@ from apps.datasets.api.serializers import (
     UsageSerializer,
     VersionFileSerializer,
 )
+from apps.datasets.filters import DatasetFilterSet, DatasetVersionFilterSet, UploadFileFilterSet, UploadSessionFilterSet
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.datasets.previews import NoPreview, preview_for
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
@@ -48,13 +49,13 @@ class DatasetViewSet(ProjectScopedViewSet):
 
     queryset = Dataset.objects.select_related("project", "created_by")
     serializer_class = DatasetSerializer
-    filterset_fields = ["name"]
+    filterset_class = DatasetFilterSet
     search_fields = ["name", "description", "source"]
     action_perms = {"lineage": VIEW}
 
     def get_queryset(self) -> QuerySet:
         qs = super().get_queryset().annotate(latest_version=Max("versions__number"), version_count=Count("versions"))
-        return qs.order_by("name", "pk")  # `?project=` is the base viewset's (ProjectFilterBackend)
+        return qs.order_by("name", "pk")  # `?project=` is DatasetFilterSet's
 
     def perform_create(self, serializer: DatasetSerializer) -> None:
         data = dict(serializer.validated_data)
@@ -64,11 +65,7 @@ class DatasetViewSet(ProjectScopedViewSet):
         serializer.instance = self.get_queryset().get(pk=dataset.pk)
 
     def perform_update(self, serializer: DatasetSerializer) -> None:
-        name = serializer.validated_data.get("name")
-        instance = serializer.instance
-        if name and name != instance.name and Dataset.objects.filter(project=instance.project, name=name).exists():
-            raise ValidationError({"name": [_("A dataset named “%(name)s” exists in this project.") % {"name": name}]})
-        serializer.save()
+        serializer.instance = services.update_dataset(serializer.instance, **serializer.validated_data)
 
     @extend_schema(parameters=[FORCE], responses={200: DeleteResultSerializer})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -88,7 +85,7 @@ class DatasetVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Pr
 
     queryset = DatasetVersion.objects.select_related("dataset__project", "created_by", "parent")
     serializer_class = DatasetVersionSerializer
-    filterset_fields = ["dataset", "number", "digest"]
+    filterset_class = DatasetVersionFilterSet
     ordering_fields = ["created_at", "number"]
     action_perms = {
         "files": VIEW, "preview": VIEW, "stats": VIEW, "diff": VIEW, "download": VIEW, "lineage": VIEW,
@@ -188,7 +185,7 @@ class UploadSessionViewSet(
 
     queryset = UploadSession.objects.select_related("project", "dataset").prefetch_related("files")
     serializer_class = UploadSessionSerializer
-    filterset_fields = ["dataset", "status"]
+    filterset_class = UploadSessionFilterSet
     action_perms = {"add_file": CONTRIBUTE, "commit": CONTRIBUTE}
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -272,7 +269,7 @@ class UploadFileViewSet(
 
     queryset = UploadFile.objects.select_related("session__project")
     serializer_class = UploadFileSerializer
-    filterset_fields = ["session"]
+    filterset_class = UploadFileFilterSet
     parser_classes = [ChunkParser, OctetParser]
     http_method_names = ["get", "head", "patch", "delete", "options"]
 

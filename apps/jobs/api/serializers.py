@@ -130,12 +130,7 @@ class PipelineRunSerializer(StrictModelSerializer):
         read_only_fields = fields
 
     def get_progress(self, run: PipelineRun) -> dict[str, int]:
-        done = getattr(run, "done_count", None)
-        total = len(run.spec.get("nodes", []))
-        if done is None:
-            from apps.jobs.models import TASK_FINISHED
-
-            done = len({t.node for t in run.tasks.all() if t.status in TASK_FINISHED})
+        done, total = run.progress()
         return {"done": done, "total": total}
 
 

@@ -23,8 +23,15 @@ from apps.jobs.api.serializers import (
     ScheduleSerializer,
     TaskRunSerializer,
 )
-from apps.jobs.args import validate_args_schema, with_order
 from apps.jobs.dryrun import choose_cluster, dry_run
+from apps.jobs.filters import (
+    ImageFilterSet,
+    JobTemplateFilterSet,
+    PipelineFilterSet,
+    PipelineRunFilterSet,
+    ScheduleFilterSet,
+    TaskRunFilterSet,
+)
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
@@ -36,7 +43,7 @@ class JobTemplateViewSet(ProjectScopedViewSet):
 
     queryset = JobTemplate.objects.select_related("project")
     serializer_class = JobTemplateSerializer
-    filterset_fields = ["slug", "category", "kind", "framework"]
+    filterset_class = JobTemplateFilterSet
     search_fields = ["slug", "name", "description", "category"]
     http_method_names = ["get", "post", "delete", "head", "options"]
 
@@ -52,11 +59,7 @@ class JobTemplateViewSet(ProjectScopedViewSet):
         if project is None:
             self.permission_denied(self.request, message=_("Give the project the template belongs to."))
         self.check_project(project)
-        validate_args_schema(data.get("args_schema") or {})
-        latest = JobTemplate.objects.filter(project=project, slug=data["slug"]).order_by("-version").first()
-        serializer.save(
-            version=(latest.version + 1) if latest else 1, args_schema=with_order(data.get("args_schema") or {})
-        )
+        serializer.instance = services.create_template(**data)
 
 
 class ImageViewSet(ProjectScopedViewSet):
@@ -65,7 +68,7 @@ class ImageViewSet(ProjectScopedViewSet):
 
     queryset = Image.objects.select_related("project")
     serializer_class = ImageSerializer
-    filterset_fields = ["name"]
+    filterset_class = ImageFilterSet
     search_fields = ["name", "description", "registry"]
 
     def check_object_permissions(self, request: Request, obj: Image) -> None:
@@ -91,7 +94,7 @@ class PipelineViewSet(ProjectScopedViewSet):
 
     queryset = Pipeline.objects.select_related("project")
     serializer_class = PipelineSerializer
-    filterset_fields = ["name"]
+    filterset_class = PipelineFilterSet
     search_fields = ["name", "description"]
     action_perms = {"run": CONTRIBUTE, "export": VIEW, "manifests": VIEW, "import_yaml": CONTRIBUTE}
 
@@ -181,7 +184,7 @@ class PipelineRunViewSet(
 
     queryset = PipelineRun.objects.select_related("project", "created_by")
     serializer_class = PipelineRunSerializer
-    filterset_fields = ["status", "pipeline", "trigger", "schedule"]
+    filterset_class = PipelineRunFilterSet
     search_fields = ["pipeline_name"]
     ordering_fields = ["created_at", "number", "status"]
     action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE, "usage": VIEW}
@@ -258,7 +261,7 @@ class TaskRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ProjectSc
 
     queryset = TaskRun.objects.select_related("run", "run__project")
     serializer_class = TaskRunSerializer
-    filterset_fields = ["run", "node", "status"]
+    filterset_class = TaskRunFilterSet
 
 
 class ScheduleViewSet(ProjectScopedViewSet):
@@ -266,22 +269,15 @@ class ScheduleViewSet(ProjectScopedViewSet):
 
     queryset = Schedule.objects.select_related("project", "pipeline")
     serializer_class = ScheduleSerializer
-    filterset_fields = ["pipeline", "enabled"]
+    filterset_class = ScheduleFilterSet
 
     def perform_create(self, serializer: ScheduleSerializer) -> None:
-        data = serializer.validated_data
-        self.check_project(data["pipeline"].project)
-        schedules.validate_schedule(data["cron"], data.get("timezone", "UTC"))
-        serializer.save(project=data["pipeline"].project)
+        self.check_project(serializer.validated_data["pipeline"].project)
+        serializer.instance = schedules.save_schedule(**serializer.validated_data)
 
     def perform_update(self, serializer: ScheduleSerializer) -> None:
-        data = serializer.validated_data
-        pipeline = data.get("pipeline", serializer.instance.pipeline)
+        pipeline = serializer.validated_data.get("pipeline", serializer.instance.pipeline)
         if pipeline.pk != serializer.instance.pipeline_id:
-            # The schedule's runs start in the new pipeline's project: the user must be allowed to start
-            # them there, and the schedule moves with its pipeline.
+            # The schedule's runs start in the new pipeline's project: the user must be allowed to start them there.
             self.check_project(pipeline.project)
-        schedules.validate_schedule(
-            data.get("cron", serializer.instance.cron), data.get("timezone", serializer.instance.timezone)
-        )
-        serializer.save(project=pipeline.project)
+        serializer.instance = schedules.save_schedule(serializer.instance, **serializer.validated_data)

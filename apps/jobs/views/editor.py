@@ -185,12 +185,7 @@ def _name_errors(project: Project, name: Any, pipeline_id: Any) -> dict[str, lis
         return {"name": [_("This field may not be blank.")]}
     if len(name) > MAX_NAME_LENGTH or not SLUG_RE.match(name):
         return {"name": [_("Use up to 100 letters, numbers, underscores or hyphens.")]}
-    clash = Pipeline.objects.filter(project=project, name=name)
-    if isinstance(pipeline_id, int):
-        clash = clash.exclude(pk=pipeline_id)
-    if clash.exists():
-        return {"name": [_("A pipeline with this name already exists in the project.")]}
-    return {}
+    return services.pipeline_name_errors(project, name, pipeline_id if isinstance(pipeline_id, int) else None)
 
 
 def editor_messages() -> dict[str, str]:

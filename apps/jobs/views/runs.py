@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
 from apps.jobs import services
-from apps.jobs.forms import RunFilterForm
+from apps.jobs.filters import RunListFilterSet
 from apps.jobs.graph import layout
 from apps.jobs.models import TASK_FINISHED, PipelineRun
 from apps.jobs.orchestrator import latest_tasks
@@ -21,17 +21,11 @@ from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 
 @project_view(VIEW, methods=("GET",))
 def run_list(request: HttpRequest, project: Project) -> HttpResponse:
-    form = RunFilterForm(request.GET or None)
     runs = PipelineRun.objects.filter(project=project).select_related("created_by")
-    if form.is_valid():
-        if form.cleaned_data["status"]:
-            runs = runs.filter(status=form.cleaned_data["status"])
-        if form.cleaned_data["pipeline"]:
-            runs = runs.filter(pipeline_name__icontains=form.cleaned_data["pipeline"])
-    runs = runs.with_progress()
-    page = Paginator(runs, 25).get_page(request.GET.get("page"))
+    filterset = RunListFilterSet(request.GET or None, queryset=runs)
+    page = Paginator(filterset.qs.with_progress(), 25).get_page(request.GET.get("page"))
     # The active runs' rows follow their status live (static/js/dashboards.js), with these words for the badges.
-    context = {"project": project, "page": page, "form": form, "status_labels": run_status_labels()}
+    context = {"project": project, "page": page, "form": filterset.form, "status_labels": run_status_labels()}
     return render(request, "jobs/run_list.html", context)
 
 

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from apps.jobs.args import to_cli_args, validate_args
+from apps.jobs.filters import JobTemplateFilterSet
 from apps.jobs.forms import args_form_class
 from apps.jobs.models import JobTemplate
 from apps.projects.access import project_view
@@ -19,10 +20,9 @@ def template_list(request: HttpRequest, project: Project) -> HttpResponse:
     templates = JobTemplate.objects.in_project(project)
     newest = templates.values("project_id", "slug").annotate(v=Max("version"))
     keep = {(row["project_id"], row["slug"], row["v"]) for row in newest}
-    rows = [t for t in templates.order_by("category", "slug") if (t.project_id, t.slug, t.version) in keep]
-    query = request.GET.get("q", "").strip().lower()
-    if query:
-        rows = [t for t in rows if query in f"{t.slug} {t.name} {t.category} {t.description}".lower()]
+    filterset = JobTemplateFilterSet({"q": request.GET.get("q", "")}, queryset=templates)
+    rows = [t for t in filterset.qs.order_by("category", "slug") if (t.project_id, t.slug, t.version) in keep]
+    query = filterset.form.cleaned_data.get("q", "").strip().lower()
     categories: dict[str, list[JobTemplate]] = {}
     for template in rows:
         categories.setdefault(template.category, []).append(template)

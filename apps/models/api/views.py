@@ -24,6 +24,13 @@ from apps.models.api.serializers import (
     TrackingRunSerializer,
 )
 from apps.models.errors import TrackingError
+from apps.models.filters import (
+    ExperimentFilterSet,
+    ModelAliasFilterSet,
+    ModelVersionFilterSet,
+    RegisteredModelFilterSet,
+    TrackingRunFilterSet,
+)
 from apps.models.models import Experiment, ModelAlias, ModelVersion, RegisteredModel, Run
 from apps.models.querysets import DELETED
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet
@@ -40,7 +47,7 @@ class ExperimentViewSet(ProjectScopedViewSet):
 
     queryset = Experiment.objects.select_related("project")
     serializer_class = ExperimentSerializer
-    filterset_fields = ["name", "lifecycle_stage"]
+    filterset_class = ExperimentFilterSet
     search_fields = ["name"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -69,7 +76,7 @@ class TrackingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Proje
     queryset = Run.objects.select_related("project").prefetch_related("params", "tags", "latest_metrics")
     serializer_class = TrackingRunSerializer
     lookup_field = "run_uuid"
-    filterset_fields = ["experiment", "status", "lifecycle_stage"]
+    filterset_class = TrackingRunFilterSet
     search_fields = ["name", "run_uuid"]
     ordering_fields = ["start_time", "end_time", "name"]
     action_perms = {"metric_series": VIEW}
@@ -110,7 +117,7 @@ class RegisteredModelViewSet(ProjectScopedViewSet):
 
     queryset = RegisteredModel.objects.select_related("project")
     serializer_class = RegisteredModelSerializer
-    filterset_fields = ["name"]
+    filterset_class = RegisteredModelFilterSet
     search_fields = ["name", "description"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -145,7 +152,7 @@ class ModelVersionViewSet(
 
     queryset = ModelVersion.objects.select_related("registered_model__project", "run").prefetch_related("aliases")
     serializer_class = ModelVersionSerializer
-    filterset_fields = ["registered_model", "status", "stage"]
+    filterset_class = ModelVersionFilterSet
     http_method_names = ["get", "patch", "head", "options"]
 
     def perform_update(self, serializer: ModelVersionSerializer) -> None:
@@ -163,7 +170,7 @@ class ModelAliasViewSet(
 
     queryset = ModelAlias.objects.select_related("registered_model__project", "model_version")
     serializer_class = ModelAliasSerializer
-    filterset_fields = ["registered_model", "alias"]
+    filterset_class = ModelAliasFilterSet
     action_perms = {"create": CONTRIBUTE}
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

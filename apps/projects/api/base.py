@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Model, QuerySet
 from django.utils.translation import gettext as _
 from rest_framework import mixins, permissions, viewsets
-from rest_framework.filters import BaseFilterBackend
 from rest_framework.request import Request
-from rest_framework.settings import api_settings
 
 from apps.accounts.models import ApiToken
 from apps.projects.models import Project
@@ -59,58 +56,14 @@ class ProjectPermission(permissions.BasePermission):
         return False
 
 
-class ProjectFilterBackend(BaseFilterBackend):
-    """`?project=<slug>` on every list of project-owned rows: the rows of that project (none for a slug you cannot
-    see). The path to the project is the model's `tenant_path` (the one `for_user` follows), or the view's
-    `project_path` for rows reached through another relation (clusters, through their bindings)."""
-
-    @staticmethod
-    def project_path(view: Any) -> str | None:
-        path = getattr(view, "project_path", None)
-        if path is not None:
-            return path
-        queryset = getattr(view, "queryset", None)
-        model = getattr(queryset, "model", None)
-        if model is None:
-            return None
-        path = getattr(model, "tenant_path", "project")
-        if path == "pk":
-            return path
-        try:
-            model._meta.get_field(path.split("__")[0])
-        except FieldDoesNotExist:
-            return None
-        return path
-
-    def filter_queryset(self, request: Request, queryset: QuerySet, view: Any) -> QuerySet:
-        slug = request.query_params.get("project")
-        path = self.project_path(view)
-        if getattr(view, "action", None) != "list" or slug is None or path is None:
-            return queryset
-        return queryset.filter(slug=slug) if path == "pk" else queryset.filter(**{f"{path}__slug": slug})
-
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        if self.project_path(view) is None:
-            return []
-        return [
-            {
-                "name": "project",
-                "required": False,
-                "in": "query",
-                "description": str(_("Only the rows of this project (its slug).")),
-                "schema": {"type": "string"},
-            }
-        ]
-
-
 class ProjectScopedGenericViewSet(viewsets.GenericViewSet):
     """Base of every viewset for models that belong to a project (directly or through their parent).
 
-    Combine with DRF's mixins for a subset of actions; `ProjectScopedViewSet` has them all.
+    Combine with DRF's mixins for a subset of actions; `ProjectScopedViewSet` has them all. Its `filterset_class`
+    derives from `apps.projects.filters.ProjectScopedFilterSet`, which gives every list `?project=<slug>`.
     """
 
     permission_classes = [permissions.IsAuthenticated, TokenScopePermission, ProjectPermission]
-    filter_backends = [ProjectFilterBackend, *api_settings.DEFAULT_FILTER_BACKENDS]
     action_perms: ClassVar[dict[str, str]] = {}
 
     def required_perm(self) -> str:

@@ -73,7 +73,6 @@ class ClusterViewSet(PlatformViewSet):
     serializer_class = ClusterSerializer
     lookup_field = "name"
     lookup_value_regex = "[-a-zA-Z0-9_]+"
-    project_path = "bindings__project"  # `?project=<slug>`: the clusters bound to that project
     filterset_class = ClusterFilterSet
     search_fields = ["name", "description"]
     ordering_fields = ["name", "created_at", "inventory_at"]
