@@ -1,6 +1,6 @@
-"""The `kubernetes` runtime: submit writes a `KubeWorkload` row; the controller (`manage.py runkube`) makes it
-real on the cluster, watches it and follows its pods' logs. The row is the intent; everything is
-level-triggered from it.
+"""The `kubernetes` runtime: submit writes a `KubeWorkload` row and queues the task that makes it real on the
+cluster (apps/runtime/tasks.py); the controller (`manage.py runkube`) watches it and follows its pods' logs. The
+row is the intent; everything is level-triggered from it.
 
 The controller's liveness is an `Agent` row of kind "kubernetes" (heartbeat, pid, wake-up address):
 `live_controllers()` finds them.
@@ -15,7 +15,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.runtime import hooks
+from apps.outbox.services import enqueue
+from apps.runtime import hooks, tasks
 from apps.runtime.base import Runtime, send_wakeups
 from apps.runtime.kubernetes.capacity import capacity_of
 from apps.runtime.models import Agent, Cluster, KubeWorkload, ProjectCluster, heartbeat_cutoff
@@ -83,6 +84,8 @@ class KubernetesRuntime(Runtime):
             cluster, namespace = placement(workload, clusters)
             rows.append(KubeWorkload(uid=workload.uid, cluster=cluster, namespace=namespace, spec=workload.as_dict()))
         KubeWorkload.objects.bulk_create(rows, ignore_conflicts=True)
+        for row in rows:  # a uid submitted again is applied again: a no-op (apps/runtime/tasks.py)
+            enqueue(tasks.kube_apply, row.uid)
         transaction.on_commit(wake_controllers)  # a controller woken before the commit would find nothing
         return [w.uid for w in workloads]
 
@@ -103,14 +106,15 @@ class KubernetesRuntime(Runtime):
         return statuses
 
     def cancel(self, handle: str) -> None:
-        """A row the controller has not started applying is cancelled at once; otherwise the controller
-        deletes its objects (foreground) and records the cancellation."""
+        """A row nothing was applied for yet is cancelled at once; otherwise a task deletes its objects
+        (foreground) and the controller records the cancellation once they are gone."""
         unapplied = KubeWorkload.objects.filter(uid=handle, state=KubeWorkload.State.PENDING, created=False, applied=[])
         if unapplied.update(
             state=KubeWorkload.State.CANCELLED, cancel_requested=True, reason="cancelled", finished_at=timezone.now()
         ):
             return
-        KubeWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True)
+        if KubeWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True):
+            enqueue(tasks.kube_delete, handle)
         transaction.on_commit(wake_controllers)
 
     def logs(self, handle: str, since: int = 0) -> Iterator[tuple[str, int, str, str, str]]:
