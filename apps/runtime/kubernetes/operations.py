@@ -41,10 +41,15 @@ def apply_workload(uid: str) -> str:
         return "nothing to do"
     try:
         outcome = apply(client_for(row.cluster), row)
-    except KubeUnavailable as exc:
+    except KubeError as exc:
+        # Unreachable (the task tries again), or a kubeconfig the client cannot use (the repair sweep tries again,
+        # once it may have been fixed): the row stays pending, saying why.
         reason = f"waiting for cluster {row.cluster.name}: {exc}"[:2000]
         KubeWorkload.objects.filter(pk=row.pk, state=KubeWorkload.State.PENDING).update(reason=reason)
-        raise
+        if isinstance(exc, KubeUnavailable):
+            raise
+        log.warning("%s: %s", uid, exc)
+        return "waiting"
     if outcome.result == "failed":
         fail(row, outcome.reason)
     elif outcome.adopted:
@@ -73,7 +78,7 @@ def delete_workload(uid: str) -> str:
     row = KubeWorkload.objects.select_related("cluster").filter(uid=uid).first()
     if row is None or not row.applied:
         return "nothing to do"
-    client = client_for(row.cluster)
+    client = client_for(row.cluster)  # a broken kubeconfig: KubeError, not retried (the repair sweep tries again)
     left: list[dict[str, str]] = []
     error: KubeError | None = None
     for item in reversed(row.applied):

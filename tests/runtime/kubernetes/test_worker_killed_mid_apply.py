@@ -3,11 +3,13 @@ held is delivered again to the next worker (the task is acknowledged late), whos
 request created. The workload is applied exactly once: one Job, no second create that succeeded. Where the broker
 gives nothing back, the repair sweep queues the applies again, with the same result.
 
-The broker is the test's Redis under a key prefix of the test's own (the outbox tests' private broker), with a
-visibility timeout of a few seconds for the worker processes (killable_worker.py) so that the redelivery happens
-within the test. No controller and no beat run: nothing but the redelivery can bring the apply back. The embedded
-folder broker has no acknowledgements (a claimed message is gone), so there the repair sweep is what re-applies; this
-test needs Redis, which CI runs the suite with.
+The worker is a prefork worker (as `make run`'s and the manifests' are), its main process and pool child killed
+together. The broker is the test's Redis under a key prefix of the test's own (as the outbox tests' private
+broker), with a visibility timeout of a few seconds for the worker processes (killable_worker.py) so that the
+redelivery happens within the test. With `acks_late=False` this test fails: the message is gone with the worker.
+No controller and no beat run: nothing but the redelivery can bring the apply back. The embedded folder broker has
+no acknowledgements (a claimed message is gone), so there the repair sweep is what re-applies; the first test needs
+Redis, which CI runs the suite with.
 """
 
 from __future__ import annotations
@@ -67,9 +69,10 @@ def start_kube_worker(tmp_path, redis_broker) -> Iterator[Callable[[], subproces
         log = Path(tmp_path / f"worker-{len(procs)}.log")
         proc = subprocess.Popen(
             [str(Path(sys.executable).with_name("celery")), "-A", "tests.runtime.kubernetes.killable_worker",
-             "worker", "--queues", "kubernetes", "--pool", "solo", "--loglevel", "INFO",
+             "worker", "--queues", "kubernetes", "--pool", "prefork", "--concurrency", "1", "--loglevel", "INFO",
              "--without-heartbeat", "--without-gossip", "--without-mingle"],
             cwd=settings.BASE_DIR, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the main process and its pool child die together
         )  # fmt: skip
         procs.append(proc)
         return proc
@@ -77,8 +80,13 @@ def start_kube_worker(tmp_path, redis_broker) -> Iterator[Callable[[], subproces
     yield start
     for proc in procs:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            kill(proc)
+
+
+def kill(worker: subprocess.Popen) -> None:
+    """SIGKILL the worker's main process and its pool's child at once: nothing of it says goodbye."""
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(10)
 
 
 @needs_redis
@@ -96,8 +104,8 @@ def test_a_worker_killed_mid_apply_leaves_the_workload_applied_once_by_the_next(
     # Mid-apply: the intent is recorded, the create in flight.
     assert row.applied == [{"apiVersion": "batch/v1", "kind": "Job", "name": row.applied[0]["name"]}]
     assert not row.created
-    first.send_signal(signal.SIGKILL)
-    assert first.wait(10) == -signal.SIGKILL
+    kill(first)
+    assert first.returncode == -signal.SIGKILL
 
     # The API server carries out the create the dead worker sent: the Job exists, and no worker knows it.
     held.release()
@@ -129,8 +137,7 @@ def test_applies_a_killed_worker_left_half_done_are_finished_by_the_repair_sweep
     worker = start_kube_worker(private_broker)
     # Killed in the middle of applying: some objects exist whose rows do not say so yet.
     wait_for(lambda: len(fake.requests_to("POST", "/")) >= 5, timeout=60, message="the worker created nothing")
-    worker.send_signal(signal.SIGKILL)
-    worker.wait(10)
+    kill(worker)
     half_done = KubeWorkload.objects.filter(created=False).exclude(applied=[]).count()
     assert half_done >= 1, "the kill came too late to test anything"
 
