@@ -158,6 +158,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Celery's Django fix-up closes the database connection before and after every task unless this is set;
 # portal/celery.py applies Django's CONN_MAX_AGE rule instead (the fix-up still recycles every 2×this tasks).
 CELERY_DB_REUSE_MAX = 1000
+# Cluster work (apply, delete, inventory, repair: apps/runtime/tasks.py) has a queue of its own, so that the workers
+# that talk to clusters scale, and hold the cluster credentials, apart from the others (docs/kubernetes.md).
+CELERY_TASK_ROUTES = {"apps.runtime.tasks.kube_*": {"queue": "kubernetes"}}
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND = REDIS_URL
@@ -258,12 +261,14 @@ PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
 PORTAL_RUNTIME = envstr("PORTAL_RUNTIME", "local")
 # The portal's own image: what "{portal}" in a template's image means (the built-in tasks need the portal's code).
 PORTAL_IMAGE = envstr("PORTAL_IMAGE", "mlops-portal:dev")
-# The Kubernetes controller (`manage.py runkube`), in seconds: its pass, heartbeat, full resync of watched
-# objects, node inventory refresh, how long an image may fail to pull before the task fails, how long logs
-# drain after a workload ends, a silent log stream's reconnect, Events lookups; and the API retry policy.
+# The Kubernetes runtime, in seconds: the controller's (`manage.py runkube`) pass, heartbeat, full resync of watched
+# objects, how long an image may fail to pull before the task fails, how long logs drain after a workload ends, a
+# silent log stream's reconnect, Events lookups; beat's inventory refresh; the API retry policy; the first retry of a
+# task whose cluster cannot be reached, and how long a row may stay unapplied before the repair sweep queues it again.
 for _name, _default in {
     "TICK": "1", "HEARTBEAT": "2", "RESYNC": "60", "INVENTORY": "30", "PULL_GRACE": "120", "LOG_DRAIN": "30",
     "LOG_IDLE": "300", "EVENTS": "10", "RETRY_ATTEMPTS": "5", "RETRY_BASE": "0.2", "REQUEST_TIMEOUT": "30",
+    "TASK_RETRY_BASE": "2", "REPAIR_AFTER": "300",
 }.items():  # fmt: skip
     globals()[f"PORTAL_KUBE_{_name}"] = float(envstr(f"PORTAL_KUBE_{_name}", _default))
 # Where task attempts write their outputs (PORTAL_OUTPUT_DIR) and read their inputs.
@@ -562,4 +567,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "apps.serving.tasks.reconcile",
         "schedule": float(PORTAL_SERVING_RECONCILE_INTERVAL),
     },
+    # Kubernetes clusters' nodes and requests, for the queue's capacity (a message nobody took in time is dropped:
+    # the next one replaces it); applies and deletes that should have happened by now, queued again.
+    "refresh-cluster-inventories": {
+        "task": "apps.runtime.tasks.kube_refresh_inventories",
+        "schedule": globals()["PORTAL_KUBE_INVENTORY"],
+        "options": {"expires": globals()["PORTAL_KUBE_INVENTORY"]},
+    },
+    "repair-kube-workloads": {"task": "apps.runtime.tasks.kube_repair", "schedule": 60.0, "options": {"expires": 60.0}},
 }

@@ -103,7 +103,7 @@ def test_it_runs_as_the_numeric_non_root_user_the_manifests_expect():
             tpl = (doc or {}).get("spec", {}).get("template", {})
             if tpl.get("metadata", {}).get("labels", {}).get("app.kubernetes.io/name") == "mlops-portal":
                 portal_pods.append((doc["metadata"]["name"], tpl["spec"]["securityContext"]))
-    assert len(portal_pods) == 5
+    assert len(portal_pods) == 6  # web, worker, kube-worker, beat, controller, migrate
     for name, security in portal_pods:
         assert (security["runAsUser"], security["runAsGroup"]) == (int(uid), int(gid or uid)), name
 

@@ -130,10 +130,11 @@ def test_rbac_grants_exactly_what_the_runtime_needs_to_the_controller_only(overl
     assert cluster_binding["subjects"] == [controller_sa]
     named(objs, "ServiceAccount", "portal-controller")
 
-    # Only the controller's pod carries a token; no other pod runs as the controller.
+    # Only the controller's pods (the leader and the `kubernetes` queue's workers) carry a token; no other pod runs
+    # as the controller.
     for owner, tpl in pod_templates(objs):
         spec = tpl["spec"]
-        if owner["metadata"]["name"] == "portal-controller":
+        if owner["metadata"]["name"] in ("portal-controller", "portal-kube-worker"):
             assert spec["serviceAccountName"] == "portal-controller"
             assert spec["automountServiceAccountToken"] is True
         else:
@@ -181,7 +182,9 @@ def test_portal_processes_have_scratch_space_and_their_commands(overlay):
         # Service links would inject PORTAL_WEB_PORT=tcp://… and the like, colliding with the PORTAL_* settings.
         assert tpl["spec"]["enableServiceLinks"] is False, owner["metadata"]["name"]
     assert commands["portal-web"][:2] == ["uvicorn", "portal.asgi:application"]
-    assert commands["portal-worker"][:4] == ["celery", "-A", "portal", "worker"]
+    assert commands["portal-worker"][:6] == ["celery", "-A", "portal", "worker", "--queues", "celery"]
+    # Cluster work has workers of its own (apps/runtime/tasks.py, routed by CELERY_TASK_ROUTES).
+    assert commands["portal-kube-worker"][:6] == ["celery", "-A", "portal", "worker", "--queues", "kubernetes"]
     assert commands["portal-beat"][:4] == ["celery", "-A", "portal", "beat"]
     assert commands["portal-controller"] == ["python", "manage.py", "runkube"]
     assert commands["portal-migrate"] == ["python", "manage.py", "migrate", "--noinput"]
@@ -314,7 +317,7 @@ def test_dev_secret_points_the_portal_at_the_bundled_database():
 
 def test_prod_is_redundant_and_autoscaled():
     objs = render("prod")
-    for name in ("portal-web", "portal-worker"):
+    for name in ("portal-web", "portal-worker", "portal-kube-worker"):
         assert named(objs, "Deployment", name)["spec"]["replicas"] >= 2
         pdb = named(objs, "PodDisruptionBudget", name)
         pods = named(objs, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
@@ -350,4 +353,4 @@ def test_prod_pins_every_image():
                 portal_images.add(c["image"])
     # The overlay pins the portal's image once, with its registry, for every portal process and the tasks.
     assert portal_images == {config(objs)["PORTAL_IMAGE"]}
-    assert sum(1 for _ in portal_templates(objs)) == 5
+    assert sum(1 for _ in portal_templates(objs)) == 6  # web, worker, kube-worker, beat, controller, migrate

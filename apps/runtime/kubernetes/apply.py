@@ -1,10 +1,10 @@
-"""Making a KubeWorkload real: build, validate, create (409 → adopt what is ours), or fail cleanly; and
-deleting what a workload applied.
+"""Making a KubeWorkload real (the apply task's work, apps/runtime/tasks.py): build, validate, create (409 → adopt
+what is ours), or fail cleanly.
 
 Crash safety comes from the order of writes. `applied` (the objects about to be created) is saved *before*
 the first create, in a conditional UPDATE that also checks the row is still pending and not cancelled, and
-`created` only after the last one. A controller killed in between finds `applied` set and `created` unset:
-it applies again, gets 409 for what exists and adopts it (its LABEL_UID label is this workload's), so a
+`created` only after the last one. A worker killed in between leaves `applied` set and `created` unset: the
+task runs again, gets 409 for what exists and adopts it (its LABEL_UID label is this workload's), so a
 workload never ends up with two sets of objects. `KubernetesRuntime.cancel` cancels a row at once only
 while `applied` is still empty, i.e. while nothing can exist on the cluster.
 
@@ -15,7 +15,7 @@ shared by every workload of the image, so it is not part of `applied` and outliv
 
 Project secrets: env entries that reference one (`${secret:NAME}`) are `secretKeyRef`s in the pods (see
 manifests.pod.env_of); their values go into an Opaque Secret of the workload's own (`env_secret_name`), resolved
-here, in the controller's memory, and created before the pods that read it. It is listed last in `applied`
+here, in the worker's memory, and created before the pods that read it. It is listed last in `applied`
 (the primary object stays first), so it is adopted, rolled back and deleted with the workload's other objects.
 """
 
@@ -236,7 +236,10 @@ def apply(client: KubeClient, row: KubeWorkload) -> Outcome:
         left = _undo(client, row.namespace, mine)
         KubeWorkload.objects.filter(pk=row.pk).update(applied=[ref(obj) for obj in left])
         return Outcome("failed", str(exc))
-    done = KubeWorkload.objects.filter(pk=row.pk, state=KubeWorkload.State.PENDING).update(created=True)
+    # Not when it was cancelled meanwhile: the delete task may already have deleted what `applied` listed.
+    done = KubeWorkload.objects.filter(pk=row.pk, state=KubeWorkload.State.PENDING, cancel_requested=False).update(
+        created=True
+    )
     if not done:
         log.info("%s ended while it was applied; its objects go again", row.uid)
         left = _undo(client, row.namespace, mine)
@@ -256,10 +259,3 @@ def _undo(client: KubeClient, namespace: str, objs: list[dict[str, Any]]) -> lis
             log.warning("could not delete %s %s: %s", obj["kind"], obj["metadata"]["name"], exc)
             left.append(obj)
     return left
-
-
-def delete_applied(client: KubeClient, row: KubeWorkload) -> None:
-    """Delete what the row applied, companions first, with foreground propagation (pods go before their owner).
-    Already deleted objects are fine. KubeError when the cluster refuses or cannot be reached."""
-    for item in reversed(row.applied or []):
-        client.delete(resource_of(item["apiVersion"], item["kind"]), row.namespace, item["name"], "Foreground")

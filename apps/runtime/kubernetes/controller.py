@@ -1,21 +1,22 @@
-"""The Kubernetes controller (`manage.py runkube`): makes KubeWorkload rows real and reports what happens.
+"""The Kubernetes controller (`manage.py runkube`): the single leader that watches the workloads' objects, follows
+their pods' logs and records what happens. The units of work — apply, delete, inventory, repair — are Celery tasks
+on the `kubernetes` queue (apps/runtime/tasks.py); this process holds only what must be long-lived: watch streams
+and log follows (docs/kubernetes.md, "Leader and tasks").
 
-Level-triggered: every pass (each second, at once when submit/cancel sends a datagram or a watch sees a
-change) reads the active rows — the intent — and compares them with what the watches say:
+Level-triggered: every pass (each second, at once when a datagram or a watch sees a change) reads the active rows
+that have objects on a cluster and compares them with what the watches say:
 
-- apply:     a pending row not yet created gets its objects (apply.py: build, validate, pull Secret, create;
-             409 → adopt what carries its label; a foreign object or a refusal fails it, leaving nothing)
-- cancel:    a row with cancel_requested has its objects deleted (foreground) and ends cancelled
 - observe:   the primary object's phase (phase_of), with reasons from its pods and their Events
              (status.py); each phase change updates the row and tells the listener
 - logs:      one LogFollower per started pod, into the listener's sink; a workload that ended is recorded
              (and its sink closed) only when its pods' logs are drained, so the run sees its last lines first
-- repair:    created objects that are gone → LOST; a row created=False is (re)applied, adopting what a
-             killed controller had created; pods that cannot pull their image fail after a grace period
-- inventory: every enabled cluster's nodes and requests into Cluster.inventory (inventory.py)
+- cancel:    a row with cancel_requested whose objects the delete task removed (`applied` is empty) ends cancelled
+- repair:    created objects that are gone → LOST; pods that cannot pull their image fail after a grace period
+             (their objects are deleted by a task)
 
-One controller leads at a time (the oldest live one); another waits while the leader heartbeats, so a
-rolling update never runs two sets of log followers. Heartbeats reuse the `Agent` table (runtime.py).
+A pending row not yet created is the apply task's, not this loop's. One controller leads at a time (the oldest live
+one); another waits while the leader heartbeats, so a rolling update never runs two sets of log followers.
+Heartbeats reuse the `Agent` table (runtime.py).
 """
 
 from __future__ import annotations
@@ -32,10 +33,9 @@ from typing import Any
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from apps.runtime import hooks
-from apps.runtime.kubernetes.apply import apply, delete_applied
+from apps.outbox.services import enqueue
+from apps.runtime import hooks, tasks
 from apps.runtime.kubernetes.client import EVENT, POD, KubeError, client_for, setting
-from apps.runtime.kubernetes.inventory import InventoryThread
 from apps.runtime.kubernetes.manifests import LABEL_UID, log_container, phase_of, replica_of
 from apps.runtime.kubernetes.podlogs import LogFollower
 from apps.runtime.kubernetes.runtime import live_controllers
@@ -56,7 +56,6 @@ class Timing:
     tick: float = 1.0  # the longest wait between passes
     heartbeat: float = 2.0
     resync: float = 60.0  # full relist of every watched collection
-    inventory: float = 30.0
     pull_grace: float = 120.0  # an image that cannot be pulled for this long fails the workload
     log_drain: float = 30.0  # the longest wait for an ended workload's logs
     log_idle: float = 300.0  # a log stream silent this long is reopened
@@ -89,7 +88,6 @@ class Controller:
             address="{}:{}".format(*self.sock.getsockname()),
             capacity={"runtime": "kubernetes"},
         )
-        self.inventory = InventoryThread(self.timing.inventory, lambda: self.leading)
         self._threads = [
             threading.Thread(target=self._deliver_notices, name="kube-notify", daemon=True),
             threading.Thread(target=self._listen, name="kube-wake", daemon=True),
@@ -102,7 +100,6 @@ class Controller:
         log.info("controller %s ready on %s", self.agent.pk, self.agent.address)
         for thread in self._threads:
             thread.start()
-        self.inventory.start()
         try:
             while not self.stopping.is_set():
                 try:
@@ -155,8 +152,6 @@ class Controller:
         leading = leader == self.agent.pk
         if leading != self.leading:
             log.info("controller %s %s", self.agent.pk, "leads" if leading else "stands by")
-            if leading:
-                self.inventory.refreshed.clear()
             self.leading = leading
             self.wake()
 
@@ -171,17 +166,16 @@ class Controller:
         )
         active = set()
         for row in rows:
-            if row.pk in closing:
-                continue
+            if row.pk in closing or not (row.created or row.cancel_requested):
+                continue  # a row not yet created is the apply task's
             active.add(row.pk)
             tracked = self.tracked.get(row.pk) or self._track(row)
             try:
                 if tracked.final is not None:
                     self._drain(tracked)
                 elif row.cancel_requested:
-                    self._cancel(row, tracked)
-                elif not row.created:
-                    self._apply(row, tracked)
+                    if not row.applied:  # the delete task removed its objects (or nothing was created)
+                        self._end(tracked, Observed(Phase.CANCELLED, "cancelled", replicas=tracked.replicas))
                 else:
                     self._observe(row, tracked)
             except KubeError as exc:  # the cluster cannot be reached or refused: the next pass tries again
@@ -210,34 +204,6 @@ class Controller:
         link.cluster = cluster
         return link
 
-    def _apply(self, row: KubeWorkload, tracked: Tracked) -> None:
-        if time.monotonic() < tracked.retry_at:
-            return
-        row = KubeWorkload.objects.select_related("cluster").get(pk=row.pk)
-        try:
-            outcome = apply(self.link(row.cluster).client, row)
-        except KubeError as exc:  # unreachable (or a broken kubeconfig): wait, saying why
-            tracked.failures += 1
-            tracked.retry_at = time.monotonic() + min(2**tracked.failures, 60) * 0.5
-            reason = f"waiting for cluster {row.cluster.name}: {exc}"[:2000]
-            KubeWorkload.objects.filter(pk=row.pk, state=KubeWorkload.State.PENDING).update(reason=reason)
-            log.warning("%s: %s", row.uid, exc)
-            return
-        tracked.failures = 0
-        if outcome.result == "failed":
-            self._end(tracked, Observed(Phase.FAILED, outcome.reason), drain=False)
-        elif outcome.result == "created":
-            tracked.know_applied(row.applied)
-            if outcome.adopted:
-                log.info("%s adopted %s", row.uid, ", ".join(outcome.adopted))
-            self.wake()
-
-    def _cancel(self, row: KubeWorkload, tracked: Tracked) -> None:
-        full = KubeWorkload.objects.only("applied", "namespace").get(pk=row.pk)
-        if full.applied:
-            delete_applied(self.link(row.cluster).client, full)
-        self._end(tracked, Observed(Phase.CANCELLED, "cancelled", replicas=tracked.replicas))
-
     def _observe(self, row: KubeWorkload, tracked: Tracked) -> None:
         if tracked.primary is None:
             tracked.know_applied(KubeWorkload.objects.values_list("applied", flat=True).get(pk=row.pk))
@@ -251,6 +217,8 @@ class Controller:
             # Absent from the watch: make sure (it may be newer than the watch's last event).
             primary = link.client.find(tracked.primary, row.namespace, tracked.primary_name)
             if primary is None:
+                if KubeWorkload.objects.filter(pk=row.pk, cancel_requested=True).exists():
+                    return  # deleted by the delete task since this pass read the row: the next pass ends it
                 reason = (
                     f"the {tracked.primary.kind} {tracked.primary_name} is gone from cluster {row.cluster.name} "
                     "(deleted outside the portal?)"
@@ -264,7 +232,7 @@ class Controller:
             seen = observe(primary, pods, events=tracked.events, **kwargs)
         self._follow(link, tracked, pods)
         if seen.fatal:
-            delete_applied(link.client, KubeWorkload.objects.only("applied", "namespace").get(pk=row.pk))
+            enqueue(tasks.kube_delete, row.uid)
             self._end(tracked, Observed(Phase.FAILED, seen.reason, replicas=seen.replicas))
         elif seen.phase.finished:
             # The pods' watch may lag the primary's: the end is judged on the pods as they are now.
@@ -436,13 +404,11 @@ class Controller:
     def shutdown(self) -> None:
         """Stop cleanly (SIGTERM, SIGINT): release the work, deliver the pending notices, say goodbye."""
         self.stopping.set()
-        self.inventory.stop()
         self._release(save=True)
         self.notices.put(None)
         self._threads[0].join(timeout=30)
         Agent.objects.filter(pk=self.agent.pk).update(stopped_at=timezone.now())
         self.sock.close()
-        self.inventory.join(timeout=10)
         connection.close()
 
     def crash(self) -> None:
@@ -453,7 +419,6 @@ class Controller:
         self.wake()
 
     def _die(self) -> None:
-        self.inventory.stop()
         self._release(save=False)
         self.notices.put(None)
         self.sock.close()

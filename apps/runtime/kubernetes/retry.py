@@ -34,13 +34,23 @@ def setting(name: str, default: float) -> float:
 
 class KubeError(Exception):
     """A call to the cluster failed. `status` is the HTTP status (None when the server was not reached),
-    `reason` the Status reason (AlreadyExists, NotFound, Invalid, Forbidden, Expired …)."""
+    `reason` the Status reason (AlreadyExists, NotFound, Invalid, Forbidden, Expired …), `retry_after` the seconds
+    a 429's Retry-After asked for (what a task that tries again later waits at least)."""
 
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "", body: dict | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        body: dict | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.body = body or {}
+        self.retry_after = retry_after
 
     @property
     def not_found(self) -> bool:
@@ -126,14 +136,16 @@ def with_retries(
                 raise KubeError(
                     f"{what}: {status} {reason}: {message}", status=status, reason=reason, body=body
                 ) from None
+            retry_after = _retry_after(exc) if status == 429 else None
             if attempt == policy.attempts:
                 raise KubeUnavailable(
                     f"{what}: {status} {reason}: {message} (gave up after {attempt} attempts)",
                     status=status,
                     reason=reason,
                     body=body,
+                    retry_after=retry_after,
                 ) from None
-            wait = policy.delay(attempt, _retry_after(exc) if status == 429 else None)
+            wait = policy.delay(attempt, retry_after)
             log.info("%s: %s %s, attempt %d, retrying in %.2f s", what, status, reason, attempt, wait)
         except CONNECTION_ERRORS as exc:
             if attempt == policy.attempts:
@@ -144,3 +156,11 @@ def with_retries(
             log.info("%s: %s, attempt %d, retrying in %.2f s", what, exc, attempt, wait)
         sleep(wait)
     raise AssertionError("unreachable")  # the loop always returns or raises
+
+
+def task_countdown(retries: int, retry_after: float | None = None) -> float:
+    """Seconds before a Celery task whose cluster could not be reached (KubeUnavailable: its calls' own retries ran
+    out) runs again, after `retries` earlier retries: exponential from PORTAL_KUBE_TASK_RETRY_BASE (2 s), capped at
+    two minutes, half of it random, and never less than the Retry-After of a 429 (up to ten minutes)."""
+    policy = RetryPolicy(base=setting("TASK_RETRY_BASE", 2.0), cap=120.0, max_retry_after=600.0)
+    return policy.delay(retries + 1, retry_after)

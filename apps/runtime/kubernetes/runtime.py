@@ -1,6 +1,6 @@
-"""The `kubernetes` runtime: submit writes a `KubeWorkload` row; the controller (`manage.py runkube`) makes it
-real on the cluster, watches it and follows its pods' logs. The row is the intent; everything is
-level-triggered from it.
+"""The `kubernetes` runtime: submit writes a `KubeWorkload` row and queues the task that makes it real on the
+cluster (apps/runtime/tasks.py); the controller (`manage.py runkube`) watches it and follows its pods' logs. The
+row is the intent; everything is level-triggered from it.
 
 The controller's liveness is an `Agent` row of kind "kubernetes" (heartbeat, pid, wake-up address):
 `live_controllers()` finds them.
@@ -14,10 +14,12 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from apps.outbox.services import enqueue
+from apps.runtime import tasks
 from apps.runtime.base import send_wakeups
 from apps.runtime.kubernetes.capacity import capacity_of
 from apps.runtime.models import Agent, Cluster, KubeWorkload, ProjectCluster, heartbeat_cutoff
-from apps.runtime.rows import RowRuntime
+from apps.runtime.rows import ACTIVE, RowRuntime
 from apps.runtime.workload import Capacity, Phase, Status, Workload
 
 ADDRESS_TTL = 0.25  # seconds: a busy dispatcher asks several times a second; the answer changes slowly
@@ -80,6 +82,8 @@ class KubernetesRuntime(RowRuntime):
             cluster, namespace = placement(workload, clusters)
             rows.append(KubeWorkload(uid=workload.uid, cluster=cluster, namespace=namespace, spec=workload.as_dict()))
         KubeWorkload.objects.bulk_create(rows, ignore_conflicts=True)
+        for row in rows:  # a uid submitted again is applied again: a no-op (apps/runtime/tasks.py)
+            enqueue(tasks.kube_apply, row.uid)
         transaction.on_commit(wake_controllers)  # a controller woken before the commit would find nothing
         return [w.uid for w in workloads]
 
@@ -87,8 +91,8 @@ class KubernetesRuntime(RowRuntime):
         return Status(Phase(row.state), exit_code=row.exit_code, reason=row.reason, replicas=dict(row.replicas or {}))
 
     def cancel_unstarted(self, handle: str) -> bool:
-        """A row the controller has not started applying is cancelled at once; otherwise the controller deletes its
-        objects (foreground) and records the cancellation."""
+        """A row nothing was applied for yet is cancelled here at once (for the others, `cancel` asks a task to
+        delete their objects)."""
         unapplied = KubeWorkload.objects.filter(uid=handle, state=KubeWorkload.State.PENDING, created=False, applied=[])
         return bool(
             unapplied.update(
@@ -98,6 +102,15 @@ class KubernetesRuntime(RowRuntime):
                 finished_at=timezone.now(),
             )
         )
+
+    def cancel(self, handle: str) -> None:
+        """A row nothing was applied for yet is cancelled at once; otherwise a task deletes its objects
+        (foreground) and the controller records the cancellation once they are gone."""
+        if self.cancel_unstarted(handle):
+            return
+        if KubeWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True):
+            enqueue(tasks.kube_delete, handle)
+        transaction.on_commit(self.wake)
 
     def wake(self) -> None:
         wake_controllers()

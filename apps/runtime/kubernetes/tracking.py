@@ -46,8 +46,6 @@ class Tracked:
     events_at: dict[str, float] = field(default_factory=dict)
     final: Observed | None = None  # ended on the cluster; recorded once its logs are drained
     drain_until: float = 0.0
-    retry_at: float = 0.0  # the next apply attempt after the cluster could not be reached
-    failures: int = 0
     sink: hooks.Sink | None = None
     sink_lock: threading.Lock = field(default_factory=threading.Lock)
 

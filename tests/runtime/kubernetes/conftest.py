@@ -1,7 +1,9 @@
-"""The fake API server, a Cluster row pointing at it, a recording listener and a controller in a thread."""
+"""The fake API server, a Cluster row pointing at it, a recording listener, and a controller and a Celery worker for
+the `kubernetes` queue in threads."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -10,7 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from celery.contrib.testing.worker import start_worker
 from django.db import connection
+from kombu.transport import memory
 
 from apps.runtime import hooks
 from apps.runtime.kubernetes.client import forget_clients
@@ -19,11 +23,13 @@ from apps.runtime.kubernetes.runtime import KubernetesRuntime
 from apps.runtime.models import Cluster, KubeWorkload, Operator
 from apps.runtime.secretenv import Secrets
 from apps.runtime.workload import Phase, Status, Workload
+from portal.celery import app
+from tests.outbox.conftest import celery_broker, private_broker  # noqa: F401 (a fixture, for the tests here)
 from tests.runtime.kubernetes.fakeapi import FakeKube
 
 LABEL = "kube_test"  # workloads carrying this label report to the recording listener
 
-FAST = Timing(tick=0.05, heartbeat=0.2, resync=30, inventory=0.3, pull_grace=0, log_drain=5, log_idle=30, events=0.2)
+FAST = Timing(tick=0.05, heartbeat=0.2, resync=30, pull_grace=0, log_drain=5, log_idle=30, events=0.2)
 
 
 @pytest.fixture
@@ -37,6 +43,7 @@ def fake() -> Iterator[FakeKube]:
 @pytest.fixture
 def cluster(fake: FakeKube, transactional_db, settings) -> Cluster:
     settings.PORTAL_KUBE_RETRY_BASE = 0.02  # the client's backoff, short for tests (its growth is tested)
+    settings.PORTAL_KUBE_TASK_RETRY_BASE = 0.1  # and the tasks'
     return Cluster.objects.create(
         name="fake",
         kubeconfig=fake.kubeconfig(),
@@ -148,11 +155,47 @@ class ControllerThread:
         self.thread.join(30)
 
 
+class KubeWorker:
+    """A Celery worker for the `kubernetes` queue in a thread of the test process, on an in-memory broker of the
+    test's own (Celery's embedded test worker): the tasks that submit and cancel queue (through the outbox) travel
+    as they do in production, routed to that queue, acknowledged late, retried with their countdown. Started on
+    the first `start()`: what was queued before waits for it, as for a worker that is not up yet."""
+
+    def __init__(self) -> None:
+        self._context: contextlib.ExitStack | None = None
+
+    def start(self) -> None:
+        if self._context is None:
+            self._context = contextlib.ExitStack()
+            self._context.enter_context(
+                start_worker(app, pool="solo", queues=["kubernetes"], perform_ping_check=False, shutdown_timeout=30)
+            )
+
+    def stop(self) -> None:
+        if self._context is not None:
+            self._context.close()
+            self._context = None
+
+
 @pytest.fixture
-def run_controller(cluster) -> Iterator[Callable[..., ControllerThread]]:
+def kube_worker(cluster) -> Iterator[KubeWorker]:
+    for queue in memory.Channel.queues.values():  # nothing another test queued
+        queue.queue.clear()
+    with celery_broker("memory://", None, {}):
+        worker = KubeWorker()
+        try:
+            yield worker
+        finally:
+            worker.stop()
+
+
+@pytest.fixture
+def run_controller(cluster, kube_worker) -> Iterator[Callable[..., ControllerThread]]:
+    """Starts a controller (the leader) and, with the first one, the worker that does the units of work."""
     started: list[ControllerThread] = []
 
     def start(timing: Timing = FAST) -> ControllerThread:
+        kube_worker.start()
         thread = ControllerThread(timing).start()
         started.append(thread)
         return thread

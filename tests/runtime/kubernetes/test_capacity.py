@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from apps.runtime.kubernetes.capacity import capacity_by_group, capacity_of, inventory_of, pod_requests
 from apps.runtime.kubernetes.inventory import refresh
+from apps.runtime.kubernetes.runtime import live_controllers
 from apps.runtime.models import Cluster
+from apps.runtime.tasks import kube_refresh_inventory
 from apps.runtime.workload import Capacity
-from tests.runtime.kubernetes.conftest import fresh_runtime
+from tests.runtime.kubernetes.conftest import fresh_runtime, wait_for
 
 GI = 2**30
 
@@ -158,14 +160,14 @@ def test_the_runtime_capacity_needs_a_live_controller_and_a_good_inventory(fake,
     runtime = fresh_runtime()
     assert runtime.capacity() is None  # no controller
     assert not runtime.ready()
-    controller = run_controller()
-    controller.controller.inventory.refreshed.wait(10)
+    run_controller()
+    wait_for(lambda: live_controllers().exists())
+    assert runtime.capacity() is None  # no inventory read yet
+    assert kube_refresh_inventory(cluster.pk) == "refreshed"  # the task beat queues for each enabled cluster
     assert runtime.ready()
     assert runtime.capacity() == Capacity(16.0, 64 * GI, 2.0, 16.0, 64 * GI, 2.0)
     assert runtime.capacity(cluster="fake") == runtime.capacity()
     assert runtime.capacity(cluster="elsewhere") is None
-    controller.controller.inventory.stop()  # so that the failure below stays the last word
-    controller.controller.inventory.join(5)
     cluster.refresh_from_db()
     Cluster.objects.filter(pk=cluster.pk).update(inventory={**cluster.inventory, "error": "unreachable"})
     assert runtime.capacity() is None

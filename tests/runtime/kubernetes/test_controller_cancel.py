@@ -1,4 +1,5 @@
-"""Cancel deletes a workload's objects with foreground propagation (pods first) and ends it cancelled."""
+"""Cancel deletes a workload's objects with foreground propagation (pods first), in a task, and the controller ends
+it cancelled once they are gone."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.db import connection
 
 from apps.runtime.kubernetes.controller import Controller
 from apps.runtime.models import KubeWorkload
+from apps.runtime.tasks import kube_apply, kube_delete
 from apps.runtime.workload import Phase
 from tests.runtime.kubernetes.conftest import FAST, fresh_runtime, mine, row_state, wait_for
 from tests.runtime.kubernetes.samples import sample_distributed, sample_job
@@ -78,10 +80,10 @@ def test_a_workload_cancelled_before_it_was_applied_never_reaches_the_cluster(fa
     ]
 
 
-def test_a_pass_that_reads_the_rows_while_the_cancellation_is_recorded_does_not_delete_again(fake, cluster, listener):
+def test_a_pass_that_reads_the_rows_while_the_cancellation_is_recorded_does_not_end_it_again(fake, cluster, listener):
     """The notifier records an end on its own thread, whenever it gets to it. Here it does at the worst moment: right
     after a pass has read the active rows (this one still among them) and before the pass looks at what is being
-    recorded. The pass must not take the row for new work and cancel it a second time."""
+    recorded. The pass must not take the row for new work and end it a second time."""
     controller = Controller(FAST)
     controller.leading = True
     deletes: list[str] = []
@@ -94,11 +96,12 @@ def test_a_pass_that_reads_the_rows_while_the_cancellation_is_recorded_does_not_
     fake.store.delete = recording_delete
     try:
         fresh_runtime().submit(mine(sample_job(), "task-6"))
-        controller.step()
-        assert KubeWorkload.objects.get(uid="task-6").created
+        assert kube_apply("task-6") == "created"  # the task the submit queued, its body run here
+        (job,) = (item["name"] for item in KubeWorkload.objects.get(uid="task-6").applied)
         fresh_runtime().cancel("task-6")
-        controller.step()  # deletes, and hands the row to the notifier (not running yet) for its record
+        assert kube_delete("task-6") == "deleted"
         assert len(deletes) == 1
+        controller.step()  # its objects are gone: the row goes to the notifier (not running yet) for its record
         kind, tracked = controller.notices.get_nowait()
         assert kind == "finish"
 
@@ -122,8 +125,9 @@ def test_a_pass_that_reads_the_rows_while_the_cancellation_is_recorded_does_not_
             controller.step()
         assert recorded.is_set()
         assert row_state("task-6") == "cancelled"
+        assert controller.notices.empty()  # not handed over for a second record
         controller.step()
-        assert deletes == [tracked.primary_name]
+        assert deletes == [job]
         listener.wait_phases("task-6", [Phase.CANCELLED])
     finally:
         controller._release(save=False)

@@ -32,8 +32,9 @@ def test_an_image_that_cannot_be_pulled_is_reported_then_fails_the_run(fake, clu
     wait_for(lambda: row_state("task-1") == "failed", message="stuck pending")
     assert "ImagePullBackOff" in reason("task-1")
     assert IMAGE in reason("task-1")
-    assert fake.objects("batch", "jobs", "team-a") == []  # nothing is left pulling forever
-    assert fake.objects("", "pods", "team-a") == []
+    # Nothing is left pulling forever: the delete task the controller queued removes the Job and its pods.
+    wait_for(lambda: fake.objects("batch", "jobs", "team-a") == [], message="the job was left behind")
+    wait_for(lambda: fake.objects("", "pods", "team-a") == [], message="its pods were left behind")
     listener.wait_phases("task-1", [Phase.FAILED])
 
 

@@ -15,6 +15,7 @@ from apps.jobs.models import LogLine, RunStatus, TaskStatus
 from apps.jobs.services import save_pipeline, start_run
 from apps.models import services
 from apps.runtime.models import Cluster, KubeWorkload
+from apps.runtime.tasks import kube_refresh_inventory
 from tests.factories import ProjectFactory, UserFactory, experiment
 from tests.jobs.conftest import drive
 from tests.runtime.factories import bind
@@ -36,9 +37,9 @@ def project(cluster, fake):
 
 
 def wait_for_inventory(cluster) -> None:
-    from tests.runtime.kubernetes.conftest import wait_for
-
-    wait_for(lambda: cluster.__class__.objects.get(pk=cluster.pk).inventory.get("nodes"), message="no inventory")
+    """What beat's inventory task has stored by the time a task is dispatched (its body, run here)."""
+    assert kube_refresh_inventory(cluster.pk) == "refreshed"
+    assert Cluster.objects.get(pk=cluster.pk).inventory["nodes"]
 
 
 def test_the_demo_pipeline_runs_green_on_the_cluster_with_each_tasks_log(project, cluster, fake, run_controller):
@@ -192,6 +193,7 @@ def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake
     fake.add_node("gpu-1", cpu="16", memory="64Gi", gpu=4, labels={"pool": "gpu"})
     fake.sim.autopilot(outcome="succeeded", lines=1, delay=0.02)
     run_controller()
+    wait_for_inventory(cluster)
     wait_for_inventory(gpus)
     load_builtin_templates()
     pipeline = save_pipeline(

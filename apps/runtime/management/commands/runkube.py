@@ -1,4 +1,6 @@
-"""`manage.py runkube`: the long-lived Kubernetes controller (one per portal; a second one stands by)."""
+"""`manage.py runkube`: the Kubernetes runtime's leader (one per portal; a second one stands by). It holds what must
+be long-lived — watch streams and log follows; applying, deleting and inventories are Celery tasks on the
+`kubernetes` queue (apps/runtime/tasks.py, docs/kubernetes.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from apps.runtime.kubernetes.controller import Controller
 
 
 class Command(BaseCommand):
-    help = "Create, watch and follow the logs of the workloads of the kubernetes runtime on their clusters."
+    help = (
+        "Watch the workloads of the kubernetes runtime on their clusters and follow their logs (the `kubernetes` "
+        "queue's workers create and delete them)."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         controller = Controller()

@@ -8,6 +8,8 @@ Actions:
 - "gone":   a watch answers 200 and then an ERROR event with code 410 (the API server's "too old
             resource version"), and ends
 - "slow":   answer normally, after `delay` seconds
+- "hold":   wait until the test calls `release()`, then do what the request asks and answer (to a client that may
+            be gone by then: a worker killed while its create was in flight)
 - "mute":   a watch answers 200 and then stays silent until its timeout (events are missed)
 - "cut":    a watch or a followed log sends `after` items, then the connection is cut mid-stream
 """
@@ -33,12 +35,16 @@ class Fault:
     delay: float = 0.0
     times: int = 1
     hits: int = 0
+    gate: threading.Event = field(default_factory=threading.Event, repr=False)  # "hold": set by release()
     _path_re: re.Pattern = field(init=False, repr=False)
     _query_re: re.Pattern = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._path_re = re.compile(self.path)
         self._query_re = re.compile(self.query)
+
+    def release(self) -> None:
+        self.gate.set()
 
     def matches(self, method: str, path: str, query: str) -> bool:
         return (
@@ -119,6 +125,9 @@ class Faults:
 
     def slow(self, method: str | None, path: str, delay: float, *, times: int = 1, query: str = "") -> Fault:
         return self.add(Fault("slow", method, path, query, delay=delay, times=times))
+
+    def hold(self, method: str | None, path: str, *, times: int = 1, query: str = "") -> Fault:
+        return self.add(Fault("hold", method, path, query, times=times))
 
     def lose(self, method: str | None, path: str, *, times: int = 1, query: str = "") -> Fault:
         return self.add(Fault("lose", method, path, query, times=times))

@@ -92,6 +92,9 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if fault is not None and fault.action == "slow":
                 time.sleep(fault.delay)
+            if fault is not None and fault.action == "hold":
+                while not fault.gate.wait(POLL_SECONDS) and not self.server.stopping:
+                    pass
             body = json.loads(raw) if raw else {}
             # "lose": the request takes effect, but its answer never reaches the client.
             self.lose_answer = fault is not None and fault.action == "lose"
