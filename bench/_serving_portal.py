@@ -150,6 +150,7 @@ def running_portal(model_dir: Path, replicas: int, pin: list[str], logs: Path) -
     var = prepare("serving")
     from apps.runtime.local.runtime import live_agents
     from apps.serving.services import create_service, deploy, stop_service
+    from portal.celery import worker_command
 
     owner, project, version, token = register_model(model_dir)
     service = create_service(
@@ -165,7 +166,7 @@ def running_portal(model_dir: Path, replicas: int, pin: list[str], logs: Path) -
                "--no-server-header"]  # fmt: skip
         procs["portal"] = _start([*pin, *web], logs / "portal.log")
         procs["agent"] = _start([*pin, PYTHON, "manage.py", "runagent"], logs / "agent.log", DB_CONN_MAX_AGE="300")
-        worker = [PYTHON, "-m", "celery", "-A", "portal", "worker", "--loglevel", "WARNING", "--concurrency", "2"]
+        worker = worker_command(concurrency=2, lone=False)
         procs["worker"] = _start([*pin, *worker], logs / "worker.log", DB_CONN_MAX_AGE="300")
         beat = [PYTHON, "-m", "celery", "-A", "portal", "beat", "--loglevel", "WARNING"]
         procs["beat"] = _start([*pin, *beat], logs / "beat.log")

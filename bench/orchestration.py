@@ -52,13 +52,10 @@ def main() -> None:
     from apps.projects.services import create_project
     from apps.runtime.local.runtime import live_agents
     from bench.celery_noop import noop
+    from portal.celery import worker_command
     from tests.factories import UserFactory
 
-    worker = start(
-        [PYTHON, "-m", "celery", "-A", "portal", "worker", "--loglevel", "WARNING", "--concurrency", "2",
-         "--include", "bench.celery_noop", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        var / "worker.log",
-    )  # fmt: skip
+    worker = start(worker_command(concurrency=2, include=["bench.celery_noop"]), var / "worker.log")
     agent = start([PYTHON, "manage.py", "runagent"], var / "agent.log")
     try:
         wait_for(lambda: live_agents().exists(), what="agent")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
@@ -27,3 +29,29 @@ def _recycle_connections(**kwargs: Any) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+def worker_command(
+    *,
+    pool: str | None = None,
+    concurrency: int | None = None,
+    queues: Sequence[str] = (),
+    include: Sequence[str] = (),
+    loglevel: str = "WARNING",
+    lone: bool = True,
+) -> list[str]:
+    """The command line of a real worker of this app, run by this interpreter: what the tests and benchmarks that
+    start one run (the Procfile's `worker` is the same command). `lone`: the worker talks to no other worker (no
+    heartbeats, gossip or mingle, which only cost a lone worker time at its start)."""
+    command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel", loglevel]
+    if pool:
+        command += ["--pool", pool]
+    if concurrency:
+        command += ["--concurrency", str(concurrency)]
+    if queues:
+        command += ["--queues", ",".join(queues)]
+    if include:
+        command += ["--include", ",".join(include)]
+    if lone:
+        command += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
+    return command

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-from portal.celery import app
+from portal.celery import app, worker_command
 from portal.lib.serve import free_port
 from tests.conftest import database_url_of_test_db
 
@@ -103,12 +101,9 @@ def start_worker(tmp_path) -> Iterator[Callable[[PrivateBroker], subprocess.Pope
             "PORTAL_WORK_DIR": str(settings.PORTAL_WORK_DIR),
             **broker.worker_env,
         }
-        celery = Path(sys.executable).with_name("celery")
         proc = subprocess.Popen(
-            [str(celery), "-A", "portal", "worker", "--pool", "solo", "--loglevel", "WARNING",
-             "--without-heartbeat", "--without-gossip", "--without-mingle"],
-            cwd=settings.BASE_DIR, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            worker_command(pool="solo"), cwd=settings.BASE_DIR, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
+        )
         procs.append(proc)
         return proc
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from datetime import timedelta
@@ -17,6 +16,7 @@ from django.utils import timezone
 from apps.accounts.models import ApiToken
 from apps.accounts.services import create_token
 from apps.accounts.tasks import purge_expired_tokens
+from portal.celery import worker_command
 from tests.conftest import database_url_of_test_db
 from tests.factories import UserFactory
 
@@ -32,23 +32,8 @@ def queue() -> str:
 @pytest.fixture
 def worker(queue):
     env = {**os.environ, "DATABASE_URL": database_url_of_test_db(), "PORTAL_VAR_DIR": str(settings.VAR_DIR)}
-    celery = Path(sys.executable).with_name("celery")
     proc = subprocess.Popen(
-        [
-            str(celery),
-            "-A",
-            "portal",
-            "worker",
-            "--pool",
-            "solo",
-            "--queues",
-            queue,
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        worker_command(pool="solo", queues=[queue]),
         cwd=settings.BASE_DIR,
         env=env,
         stdout=subprocess.PIPE,

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
-from django.core.cache import cache
 from django.test import Client, RequestFactory, override_settings
 from django.urls import reverse
 
@@ -19,12 +18,7 @@ LOGIN_URL = reverse("accounts:login")
 ROOT = Path(settings.BASE_DIR)
 
 
-@pytest.fixture(autouse=True)
-def fresh_rate_counts():
-    """Rate-limit and lockout counts live in the cache, which outlives a test's database transaction."""
-    cache.clear()
-    yield
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("fresh_rate_counts")
 
 
 def _post(client: Client, password: str, peer: str, forwarded: str | None = None):

@@ -17,7 +17,6 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.password_validation import validate_password
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.test import Client, override_settings
 from django.urls import reverse
@@ -34,12 +33,7 @@ TOKENS_API = reverse("api:token-list")
 ROOT = Path(settings.BASE_DIR)
 
 
-@pytest.fixture(autouse=True)
-def fresh_rate_counts():
-    """Rate-limit counts live in the cache, which outlives a test's database transaction."""
-    cache.clear()
-    yield
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("fresh_rate_counts")
 
 
 def settings_in_subprocess(env: dict[str, str], *names: str) -> subprocess.CompletedProcess:

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -168,6 +169,31 @@ def _die_with_agent() -> None:  # pragma: no cover (runs in the child between fo
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _netns_of(pid: int) -> str | None:
+    """The network namespace of process `pid` (None when it cannot be read, e.g. not yet or no longer there)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _wait_for(
+    ready: Callable[[], bool], proc: subprocess.Popen, timeout: float, *, failed: Callable[[], str], late: str
+) -> None:
+    """Poll `ready` (every 2 ms: these steps take milliseconds and each one delays the workload's start) until it
+    holds. OSError with `failed()` when `proc`, which should make it hold, exits first; with `late` after `timeout`
+    seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise OSError(failed())
+        if ready():
+            return
+        if time.monotonic() > deadline:
+            raise OSError(late)
+        time.sleep(0.002)
+
+
 class Network:
     """A workload's network namespace: loopback, plus pasta's forwards (`outbound` ports of the host's loopback,
     `inbound` ports the host's loopback forwards in). A context manager; `close` ends pasta and the holder."""
@@ -183,16 +209,12 @@ class Network:
             start_new_session=True, preexec_fn=_die_with_agent,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + NETNS_TIMEOUT
-            while True:  # pasta must attach to the new namespace, never to the agent's own
-                if self.holder.poll() is not None:
-                    raise OSError(f"no network namespace: {self.holder.stderr.read().decode(errors='replace').strip()}")
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{self.holder.pid}/ns/net") != ours:
-                        break
-                if time.monotonic() > deadline:
-                    raise OSError("no network namespace: the holder did not start in time")
-                time.sleep(0.002)
+            # pasta must attach to the new namespace, never to the agent's own
+            _wait_for(
+                lambda: _netns_of(self.holder.pid) not in (None, ours), self.holder, NETNS_TIMEOUT,
+                failed=lambda: f"no network namespace: {self.holder.stderr.read().decode(errors='replace').strip()}",
+                late="no network namespace: the holder did not start in time",
+            )  # fmt: skip
             ready = tempfile.NamedTemporaryFile(prefix="pasta-", suffix=".pid", delete=False)  # noqa: SIM115
             ready.close()
             pasta = [
@@ -209,20 +231,21 @@ class Network:
                 start_new_session=True, preexec_fn=_die_with_agent,
             )  # fmt: skip
             try:
-                deadline = time.monotonic() + PASTA_TIMEOUT
-                while not os.path.getsize(ready.name):
-                    if self.pasta.poll() is not None:
-                        lines = [x for x in self.pasta.stderr.read().decode(errors="replace").splitlines() if x]
-                        lines = [line for line in lines if "syslog" not in line]
-                        raise OSError(f"pasta failed: {(lines or ['exit code ' + str(self.pasta.returncode)])[-1]}")
-                    if time.monotonic() > deadline:
-                        raise OSError("pasta did not set up the network in time")
-                    time.sleep(0.002)
+                _wait_for(
+                    lambda: os.path.getsize(ready.name) > 0, self.pasta, PASTA_TIMEOUT,
+                    failed=self._pasta_failure, late="pasta did not set up the network in time",
+                )  # fmt: skip
             finally:
                 os.unlink(ready.name)
         except BaseException:
             self.close()
             raise
+
+    def _pasta_failure(self) -> str:
+        assert self.pasta is not None
+        lines = [x for x in self.pasta.stderr.read().decode(errors="replace").splitlines() if x]
+        lines = [line for line in lines if "syslog" not in line]
+        return f"pasta failed: {(lines or ['exit code ' + str(self.pasta.returncode)])[-1]}"
 
     def enter(self) -> list[str]:
         """The command prefix that starts a process inside this namespace."""

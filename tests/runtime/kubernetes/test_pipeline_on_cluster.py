@@ -11,7 +11,7 @@ import pytest
 from apps.jobs.builtin import load_builtin_templates
 from apps.jobs.demo import populate
 from apps.jobs.dispatcher import TOKEN_PLACEHOLDER
-from apps.jobs.models import LogLine, RunStatus, TaskStatus
+from apps.jobs.models import LogLine, Pipeline, RunStatus, TaskStatus
 from apps.jobs.services import save_pipeline, start_run
 from apps.models import services
 from apps.runtime.models import Cluster, KubeWorkload
@@ -42,10 +42,30 @@ def wait_for_inventory(cluster) -> None:
     assert Cluster.objects.get(pk=cluster.pk).inventory["nodes"]
 
 
-def test_the_demo_pipeline_runs_green_on_the_cluster_with_each_tasks_log(project, cluster, fake, run_controller):
-    fake.sim.autopilot(outcome="succeeded", lines=3, delay=0.02)
+@pytest.fixture
+def controller(cluster, run_controller) -> None:
+    """The controller running, once it has taken the cluster's inventory (what placing a task needs). A test that
+    arranges the cluster's nodes or bindings first starts it itself, after them."""
     run_controller()
     wait_for_inventory(cluster)
+
+
+@pytest.fixture
+def make_pipeline(project):
+    """`make_pipeline(name, *nodes)`: a pipeline of the project from the built-in templates."""
+    load_builtin_templates()
+
+    def make(name: str, *nodes: dict) -> Pipeline:
+        return save_pipeline(project, project.created_by, name=name, spec={"nodes": list(nodes)})
+
+    return make
+
+
+FIT = {"name": "fit", "template": "python", "args": {"code": "pass"}}
+
+
+def test_the_demo_pipeline_runs_green_on_the_cluster_with_each_tasks_log(project, fake, controller):
+    fake.sim.autopilot(outcome="succeeded", lines=3, delay=0.02)
     pipeline = populate(project, project.created_by)
 
     run = drive(start_run(pipeline, project.created_by), timeout=90)
@@ -70,17 +90,9 @@ def test_the_demo_pipeline_runs_green_on_the_cluster_with_each_tasks_log(project
     assert all(t.api_token.revoked_at is not None for t in tasks.values())  # …and revoked once the task ended
 
 
-def test_a_task_records_the_digest_of_the_image_its_pod_ran(project, cluster, fake, run_controller):
-    load_builtin_templates()
+def test_a_task_records_the_digest_of_the_image_its_pod_ran(project, fake, controller, make_pipeline):
     fake.sim.autopilot(outcome="succeeded", lines=1, delay=0.02)
-    run_controller()
-    wait_for_inventory(cluster)
-    pipeline = save_pipeline(
-        project,
-        project.created_by,
-        name="one",
-        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}}]},
-    )
+    pipeline = make_pipeline("one", FIT)
 
     run = drive(start_run(pipeline, project.created_by), timeout=60)
 
@@ -92,16 +104,8 @@ def test_a_task_records_the_digest_of_the_image_its_pod_ran(project, cluster, fa
     assert "@sha256:" in task.image_digest
 
 
-def test_the_tracked_run_of_a_task_gets_the_image_digest_once_the_pod_ran(project, cluster, fake, run_controller):
-    load_builtin_templates()
-    run_controller()
-    wait_for_inventory(cluster)
-    pipeline = save_pipeline(
-        project,
-        project.created_by,
-        name="one",
-        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}}]},
-    )
+def test_the_tracked_run_of_a_task_gets_the_image_digest_once_the_pod_ran(project, fake, controller, make_pipeline):
+    pipeline = make_pipeline("one", FIT)
     run = drive(start_run(pipeline, project.created_by), until=lambda r: fake.sim.workloads)
     [task] = run.tasks.all()
     [name] = fake.sim.workloads
@@ -123,17 +127,9 @@ def test_the_tracked_run_of_a_task_gets_the_image_digest_once_the_pod_ran(projec
     assert drive(run).status == RunStatus.SUCCEEDED
 
 
-def test_a_distributed_node_streams_the_log_of_every_replica(project, cluster, fake, run_controller):
-    load_builtin_templates()
+def test_a_distributed_node_streams_the_log_of_every_replica(project, fake, controller, make_pipeline):
     fake.sim.autopilot(outcome="succeeded", lines=2, delay=0.02)
-    run_controller()
-    wait_for_inventory(cluster)
-    pipeline = save_pipeline(
-        project,
-        project.created_by,
-        name="ddp",
-        spec={"nodes": [{"name": "fit", "template": "pytorch-ddp-train", "args": {}}]},
-    )
+    pipeline = make_pipeline("ddp", {"name": "fit", "template": "pytorch-ddp-train", "args": {}})
 
     run = drive(start_run(pipeline, project.created_by), timeout=60)
 
@@ -145,7 +141,7 @@ def test_a_distributed_node_streams_the_log_of_every_replica(project, cluster, f
     assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Master", "Worker"}
 
 
-def test_a_task_waits_with_a_reason_when_the_cluster_has_no_room(project, cluster, fake, run_controller):
+def test_a_task_waits_with_a_reason_when_the_cluster_has_no_room(project, cluster, fake, run_controller, make_pipeline):
     fake.sim.autopilot(outcome="succeeded", lines=1, delay=0.02)
     # The cluster has 2 GPUs (a node may ask for them), all held by another team's pod.
     fake.add_node("gpu-1", gpu=2)
@@ -163,13 +159,7 @@ def test_a_task_waits_with_a_reason_when_the_cluster_has_no_room(project, cluste
     )
     run_controller()
     wait_for_inventory(cluster)
-    load_builtin_templates()
-    pipeline = save_pipeline(
-        project,
-        project.created_by,
-        name="big",
-        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}, "resources": {"gpu": 2}}]},
-    )
+    pipeline = make_pipeline("big", {**FIT, "resources": {"gpu": 2}})
 
     run = drive(start_run(pipeline, project.created_by), until=lambda r: r.tasks.filter(waiting_reason__gt="").exists())
 
@@ -179,7 +169,7 @@ def test_a_task_waits_with_a_reason_when_the_cluster_has_no_room(project, cluste
     assert not KubeWorkload.objects.exists()
 
 
-def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake, run_controller):
+def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake, run_controller, make_pipeline):
     """Two clusters over the same API, told apart by their node selectors: the default one has CPUs only, so a
     GPU task goes to the other, in that binding's namespace."""
     cluster.node_selector = {"pool": "cpu"}
@@ -195,18 +185,7 @@ def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake
     run_controller()
     wait_for_inventory(cluster)
     wait_for_inventory(gpus)
-    load_builtin_templates()
-    pipeline = save_pipeline(
-        project,
-        project.created_by,
-        name="mixed",
-        spec={
-            "nodes": [
-                {"name": "prep", "template": "python", "args": {"code": "pass"}},
-                {"name": "fit", "template": "python", "args": {"code": "pass"}, "resources": {"gpu": 1}},
-            ]
-        },
-    )
+    pipeline = make_pipeline("mixed", {**FIT, "name": "prep"}, {**FIT, "resources": {"gpu": 1}})
 
     run = drive(start_run(pipeline, project.created_by), timeout=60)
 
@@ -223,24 +202,15 @@ def test_a_task_goes_to_the_first_bound_cluster_with_room(project, cluster, fake
 
 
 def test_a_project_secret_reaches_the_pod_from_a_secret_and_is_masked_in_its_log(
-    project, cluster, fake, run_controller
+    project, fake, controller, make_pipeline
 ):
     """The Job's env names the workload's env Secret (secretKeyRef); the value is in that Secret only, and a pod
     that prints it is stored as `***`."""
     from apps.projects.secrets import create_secret
     from apps.runtime.kubernetes.manifests.meta import env_secret_name
 
-    run_controller()
-    wait_for_inventory(cluster)
-    load_builtin_templates()
     create_secret(project, project.created_by, name="HF_TOKEN", value="hf_abcdefghijklmnop")
-    pipeline = save_pipeline(
-        project,
-        project.created_by,
-        name="needs-secret",
-        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"},
-                         "env": {"HF_TOKEN": "${secret:HF_TOKEN}"}}]},
-    )  # fmt: skip
+    pipeline = make_pipeline("needs-secret", {**FIT, "env": {"HF_TOKEN": "${secret:HF_TOKEN}"}})
     run = start_run(pipeline, project.created_by)
     drive(run, timeout=30, until=lambda r: KubeWorkload.objects.filter(created=True).exists())
     (name,) = fake.sim.wait_created()
@@ -265,7 +235,7 @@ def test_a_project_secret_reaches_the_pod_from_a_secret_and_is_masked_in_its_log
 
 
 def test_the_tasks_api_token_reaches_the_pod_from_its_secret_and_is_stored_nowhere(
-    project, cluster, fake, run_controller
+    project, fake, controller, make_pipeline
 ):
     """Issue 27: PORTAL_API_TOKEN / MLFLOW_TRACKING_TOKEN are secretKeyRefs to the workload's env Secret, which holds
     the token; the Job and the stored workload hold only a sealed reference, the tokens table only the digest."""
@@ -273,13 +243,7 @@ def test_the_tasks_api_token_reaches_the_pod_from_its_secret_and_is_stored_nowhe
     from apps.runtime.kubernetes.manifests.meta import env_secret_name
     from portal.lib import sealed
 
-    run_controller()
-    wait_for_inventory(cluster)
-    load_builtin_templates()
-    pipeline = save_pipeline(
-        project, project.created_by, name="token",
-        spec={"nodes": [{"name": "fit", "template": "python", "args": {"code": "pass"}}]},
-    )  # fmt: skip
+    pipeline = make_pipeline("token", FIT)
     run = start_run(pipeline, project.created_by)
     drive(run, timeout=30, until=lambda r: KubeWorkload.objects.filter(created=True).exists())
     fake.sim.wait_created()
