@@ -8,3 +8,7 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.accounts import oidc, schema  # noqa: F401 - register the OIDC system checks, the OpenAPI auth extension
+        from apps.accounts.services import notify
+        from apps.projects.services import on_member_notice
+
+        on_member_notice(notify)  # "alice added you to project A" reaches the navbar

@@ -21,4 +21,8 @@ class DatasetsConfig(AppConfig):
         from apps.projects.storage import register_usage
 
         on_project_delete(forget_project_datasets)
+        from apps.datasets.services import sandbox_paths
+        from apps.runtime import hooks
+
+        hooks.register_readable_paths(sandbox_paths)  # a sandboxed task reads the dataset versions it names
         register_usage(quota.USAGE, quota.usage)

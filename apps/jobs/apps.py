@@ -8,10 +8,12 @@ class JobsConfig(AppConfig):
     verbose_name = _("Jobs and pipelines")
 
     def ready(self) -> None:
-        from apps.jobs.runtime_hooks import TaskListener
+        from apps.jobs.runtime_hooks import TaskListener, describe_holders, registry_credentials
         from apps.runtime import hooks
 
         hooks.register("task_run", TaskListener())
+        hooks.register_describer("task_run", describe_holders)
+        hooks.register_registry_credentials("image", registry_credentials)
         from apps.jobs.services import stop_project_runs
         from apps.projects.services import on_project_delete
 

@@ -5,11 +5,25 @@ content digest), and turned into a read-only local path when the task is dispatc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
 from apps.jobs.models import JobTemplate, TaskRun
+
+# Names that an argument of `x-portal-type: <kind>` may take, from the apps above jobs that own such objects (the
+# models app registers `model`), for the pipeline editor's suggestions.
+_choices: dict[str, Callable[[Any], list[str]]] = {}
+
+
+def register_reference_choices(kind: str, names: Callable[[Any], list[str]]) -> None:
+    """Called from an AppConfig.ready(): `names(project)` lists what a `kind` argument may name in the project."""
+    _choices[kind] = names
+
+
+def registered_choices(project: Any) -> dict[str, list[str]]:
+    return {kind: names(project) for kind, names in _choices.items()}
 
 
 def dataset_arg_names(template: JobTemplate) -> list[str]:

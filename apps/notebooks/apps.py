@@ -11,10 +11,11 @@ class NotebooksConfig(AppConfig):
     verbose_name = _("Notebooks")
 
     def ready(self) -> None:
-        from apps.notebooks.runtime_hooks import NotebookListener
+        from apps.notebooks.runtime_hooks import NotebookListener, describe_holders
         from apps.runtime import hooks
 
         hooks.register("notebook", NotebookListener())
+        hooks.register_describer("notebook", describe_holders)
         from apps.notebooks.services import delete_project_notebooks
         from apps.projects.services import on_project_delete
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+from django.urls import reverse
+
 from apps.notebooks import services
 from apps.notebooks.models import Notebook
 from apps.runtime.tail import TailSink
+from apps.runtime.usage import NOTEBOOK, Holder, label_ids
 from apps.runtime.workload import Phase, Status, Workload
 from portal.lib import sealed
 
@@ -44,3 +47,17 @@ class NotebookListener:
         for seq, text in enumerate(tail.splitlines(), start=1):
             if seq > since:
                 yield "0", seq, "", "stdout", text
+
+
+def describe_holders(holders: list[Holder]) -> None:
+    """The capacity page's words for a notebook's workload: its name, its owner, its page."""
+    rows = Notebook.objects.filter(pk__in=label_ids(holders, "notebook")).select_related("project", "owner")
+    notebooks = {nb.pk: nb for nb in rows}
+    for holder in holders:
+        if (nb := notebooks.get(int(holder.labels.get("notebook") or 0))) is None:
+            continue
+        holder.kind = NOTEBOOK
+        holder.what = nb.name
+        holder.user = nb.owner.username
+        holder.url = reverse("notebooks:notebook-detail", kwargs={"project": nb.project.slug, "pk": nb.pk})
+        holder.project_name = nb.project.name

@@ -13,9 +13,11 @@ class ServingConfig(AppConfig):
         from apps.runtime import hooks
         from apps.serving import signals
         from apps.serving.replicas import LABEL
-        from apps.serving.runtime_hooks import ReplicaListener
+        from apps.serving.runtime_hooks import ReplicaListener, describe_holders, sandbox_paths
 
         hooks.register(LABEL, ReplicaListener())
+        hooks.register_describer(LABEL, describe_holders)
+        hooks.register_readable_paths(sandbox_paths)  # a model server reads its model
         from apps.projects.services import on_project_delete
         from apps.serving.services import delete_project_services
 

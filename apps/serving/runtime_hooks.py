@@ -9,11 +9,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from django.db import DatabaseError, connection
+from django.urls import reverse
 
 from apps.runtime.tail import TailSink
+from apps.runtime.usage import SERVICE, Holder, label_ids
 from apps.runtime.workload import Phase, Status, Workload
 from apps.serving.models import Replica
 from apps.serving.replicas import BANNER, LABEL
@@ -112,3 +115,35 @@ def _inject_secrets(workload: Workload) -> None:
             workload.env[key] = values[key]
         else:
             workload.env.pop(key, None)
+
+
+def describe_holders(holders: list[Holder]) -> None:
+    """The capacity page's words for a model server's workload: service, revision and replica, who made the
+    revision, the service's page."""
+    rows = Replica.objects.filter(pk__in=label_ids(holders, LABEL))
+    replicas = {r.pk: r for r in rows.select_related("revision__service__project", "revision__created_by")}
+    for holder in holders:
+        if (replica := replicas.get(int(holder.labels.get(LABEL) or 0))) is None:
+            continue
+        service = replica.revision.service
+        holder.kind = SERVICE
+        holder.what = f"{service.name} r{replica.revision.number} #{replica.index}"
+        creator = replica.revision.created_by
+        holder.user = creator.username if creator else ""
+        holder.url = reverse("serving:service-detail", kwargs={"project": service.project.slug, "pk": service.pk})
+        holder.project_name = service.project.name
+
+
+def sandbox_paths(workload: Workload, env: dict[str, str]) -> list[Path]:
+    """A local model server's model where the portal put it, read-only (`hooks.register_readable_paths`): on a local
+    artifact store that is the registered version's artifact folder itself (apps/serving/services/deploy.py), under
+    the hidden MEDIA_ROOT. Taken from the revision the portal froze, never from the command, and only when the
+    replica is the project's own."""
+    pk = workload.labels.get(LABEL)
+    if workload.kind != "service" or not str(pk or "").isdigit():
+        return []
+    replica = Replica.objects.select_related("revision__service__project").filter(pk=int(pk)).first()
+    if replica is None or replica.revision.service.project.slug != workload.project:
+        return []
+    path = Path(str(replica.revision.config.get("model_path") or "/nonexistent")).absolute()
+    return [path] if path.is_absolute() and path.exists() and path != Path("/") else []

@@ -10,11 +10,10 @@ from django.utils.translation import gettext as _
 from apps.jobs import services
 from apps.jobs.forms import RunFilterForm
 from apps.jobs.graph import layout
-from apps.jobs.models import TASK_FINISHED, PipelineRun
+from apps.jobs.models import TASK_FINISHED, PipelineRun, run_status_labels
 from apps.jobs.orchestrator import latest_tasks
 from apps.jobs.views.logs import log_viewer_context
 from apps.projects.access import project_view
-from apps.projects.dashboards import run_status_labels
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 

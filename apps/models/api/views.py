@@ -28,6 +28,7 @@ from apps.models.models import Experiment, ModelAlias, ModelVersion, RegisteredM
 from apps.models.querysets import DELETED
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet
 from apps.projects.permissions import CONTRIBUTE, VIEW
+from portal.lib.lttb import lttb as downsample
 
 
 def domain(error: TrackingError, field: str = "non_field_errors") -> ValidationError:
@@ -101,7 +102,7 @@ class TrackingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Proje
         except ValueError:
             raise ValidationError({"points": [_("An integer is required.")]}) from None
         x, y = lttb.series(run.pk, key)
-        sx, sy = lttb.lttb(x, y, points)
+        sx, sy = downsample(x, y, points)
         return Response({"key": key, "total": len(x), "steps": sx.tolist(), "values": sy.tolist()})
 
 

@@ -311,8 +311,3 @@ def overview(project: Project) -> Overview:
         holders=holders,
         chart=_chart(days, runs, usage),
     )
-
-
-def run_status_labels() -> dict[str, str]:
-    """{status: translated label} for the live badges (dashboards.js)."""
-    return {value: str(label) for value, label in RunStatus.choices}
