@@ -8,6 +8,7 @@ class DatasetsConfig(AppConfig):
     verbose_name = _("Datasets")
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
         # The hourly sweep of stale uploads and unused blobs joins beat's schedule here, beside the app it
         # belongs to (settings keep the portal-wide entries).
         schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)

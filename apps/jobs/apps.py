@@ -8,6 +8,7 @@ class JobsConfig(AppConfig):
     verbose_name = _("Jobs and pipelines")
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
         from apps.jobs.runtime_hooks import TaskListener, describe_holders, registry_credentials
         from apps.runtime import hooks
 

@@ -87,7 +87,7 @@ def _serve_api_if_needed(out: TextIO):
     answers there (no `make run`), serve the portal from this process on a free loopback port instead."""
     if _answers(settings.SITE_URL):
         return None
-    from portal.lib.serve import serve_in_thread
+    from portal.lib.serve import serve_in_thread  # uvicorn, only when nothing answers
 
     server, port, _thread = serve_in_thread()
     out.write(f"Nothing answers at {settings.SITE_URL}: serving the API from this process on port {port}.\n")
@@ -97,14 +97,14 @@ def _serve_api_if_needed(out: TextIO):
 
 def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 600) -> PipelineRun:
     """Run the pipeline to the end from this process: uses the running agent, or starts one in-process."""
-    from apps.runtime.local.runtime import live_agents
+    from apps.runtime.local.runtime import live_agents  # the local runtime, only for `demo --run`
 
     server = _serve_api_if_needed(out)
     agent = None
     # The agent that runs a task also dispatches the next ones and tells them its SITE_URL: an API served from this
     # process is known only to an agent of this process, which takes every task this process dispatches.
     if server is not None or not live_agents().exists():
-        from apps.runtime.local.agent import LocalAgent, running_here
+        from apps.runtime.local.agent import LocalAgent, running_here  # an agent in this process, if none runs
 
         agent = LocalAgent()
         threading.Thread(target=agent.run_forever, name="demo-agent", daemon=True).start()

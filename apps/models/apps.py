@@ -8,6 +8,7 @@ class ModelsConfig(AppConfig):
     verbose_name = _("Experiments and models")
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
         from apps.models import artifacts, lookups  # noqa: F401 (lookups registers MLflow search's like/ilike)
         from apps.projects.storage import register_usage
 

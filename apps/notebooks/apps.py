@@ -11,6 +11,7 @@ class NotebooksConfig(AppConfig):
     verbose_name = _("Notebooks")
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
         from apps.notebooks.runtime_hooks import NotebookListener, describe_holders
         from apps.runtime import hooks
 

@@ -17,6 +17,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 
 from apps.projects.models import Project
+from apps.projects.permissions import projects_for
 from apps.runtime import hooks
 from apps.runtime.models import Agent, Cluster, KubeWorkload, LocalWorkload, heartbeat_cutoff
 
@@ -243,7 +244,6 @@ def _split(holders: list[Holder], visible: set[str] | None) -> tuple[list[Holder
 def capacity(user: Any) -> Capacity:
     """Live local agents and the visible clusters with who holds what. Platform admins see every holder; anyone
     else sees the holders of their own projects and the rest only as a total ("other projects")."""
-    from apps.projects.permissions import projects_for
     from apps.runtime.services import is_platform_admin, summarize_inventory, visible_clusters
 
     show_all = is_platform_admin(user)

@@ -10,6 +10,7 @@ class ServingConfig(AppConfig):
     verbose_name = _("Serving")
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
         from apps.runtime import hooks
         from apps.serving import signals
         from apps.serving.replicas import LABEL

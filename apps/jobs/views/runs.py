@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
+from apps.datasets.models import DatasetUsage
 from apps.jobs import services
 from apps.jobs.forms import RunFilterForm
 from apps.jobs.graph import layout
@@ -36,8 +37,6 @@ def run_list(request: HttpRequest, project: Project) -> HttpResponse:
 
 def dataset_usages(run: PipelineRun) -> list:
     """The dataset versions the run read and wrote (lineage)."""
-    from apps.datasets.models import DatasetUsage
-
     return list(
         DatasetUsage.objects.filter(pipeline_run=run).select_related("version__dataset", "task_run").order_by("pk")
     )

@@ -26,7 +26,7 @@ from apps.models.api.serializers import (
 from apps.models.errors import TrackingError
 from apps.models.models import Experiment, ModelAlias, ModelVersion, RegisteredModel, Run
 from apps.models.querysets import DELETED
-from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet
+from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
 from apps.projects.permissions import CONTRIBUTE, VIEW
 from portal.lib.lttb import lttb as downsample
 
@@ -185,6 +185,4 @@ class ModelAliasViewSet(
         return Response(self.get_serializer(alias).data, status=status.HTTP_201_CREATED)
 
     def _token(self) -> Any:
-        from apps.projects.api.base import request_token
-
         return request_token(self.request)
