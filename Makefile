@@ -20,7 +20,7 @@ SECRET_KEY_PATH := $(or $(SECRET_KEY_FILE),$(VAR_DIR)/secret_key)
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
 	@echo "make test   - run the whole test suite"
-	@echo "make lint   - ruff"
+	@echo "make lint   - ruff, and import-linter (imports between the apps point down only)"
 	@echo "make sandbox - bubblewrap and pasta, which isolate local workloads from each other (docs/security.md)"
 	@echo "make security - bandit over apps/ and portal/, schemathesis against the API schema"
 	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
@@ -157,9 +157,12 @@ test: dev-install notebook-env secret-key compilemessages chromium sandbox
 test-smoke: dev-install secret-key
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 -m smoke $(PYTEST_ARGS)
 
+# lint-imports: imports between the apps point down only (contracts: [tool.importlinter] in pyproject.toml; the
+# layers are explained in docs/architecture.md); a broken contract names the importing line.
 lint: dev-install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 # bandit fails on any high-severity finding (config: [tool.bandit] in pyproject.toml); schemathesis fails on a 5xx
 # or a response off the schema. Per API operation: the examples and coverage phases (every boundary case: missing

@@ -74,7 +74,7 @@ def check_processes() -> None:
 def check_sandbox() -> None:
     """Not ready when the local runtime must sandbox workloads and cannot (PORTAL_LOCAL_SANDBOX=required): it runs
     none. Without a sandbox in mode "auto" the portal works (one project's workloads): the body says so."""
-    from apps.runtime.local import sandbox
+    from apps.runtime.local import sandbox  # only where the local runtime runs workloads
 
     current = sandbox.state()
     if current["mode"] == "required" and not current["isolated"]:
@@ -121,7 +121,7 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     results["channel_layer"] = await _timed(_layer_round_trip)
     body: dict[str, Any] = {"checks": results}
     if settings.PORTAL_RUNTIME == "local":  # whether local workloads are isolated from each other (docs/security.md)
-        from apps.runtime.local import sandbox
+        from apps.runtime.local import sandbox  # only where the local runtime runs workloads
 
         results["sandbox"] = await _timed(sync_to_async(check_sandbox))
         body["sandbox"] = await sync_to_async(sandbox.state)()

@@ -19,7 +19,7 @@ api_patterns = [
 ]
 
 urlpatterns = [
-    path("", include("apps.projects.urls")),
+    path("", include("apps.console.urls")),  # the `projects` namespace: apps/console/urls.py
     path("", include("apps.jobs.urls")),
     path("", include("apps.datasets.urls")),
     path("", include("apps.models.urls")),

@@ -5,7 +5,8 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from apps.accounts.models import ApiToken, Notification, User
+from apps.accounts.models import ApiToken, Notification, SsoMembership, User
+from apps.projects.admin import MembershipAdmin, ReadOnlyTabularInline
 
 admin.site.register(User, UserAdmin)
 
@@ -44,3 +45,14 @@ class ApiTokenAdmin(OwnRowsAdmin):
 class NotificationAdmin(OwnRowsAdmin):
     list_display = ["user", "message", "created_at", "read_at"]
     list_select_related = ["user"]
+
+
+class SsoMembershipInline(ReadOnlyTabularInline):
+    """Whether single sign-on granted the membership (and follows the IdP's groups), and from which groups."""
+
+    model = SsoMembership
+    show_change_link = False
+
+
+# A membership's page shows how single sign-on granted it; accounts is above projects, so it adds the inline.
+MembershipAdmin.inlines = [*MembershipAdmin.inlines, SsoMembershipInline]

@@ -29,6 +29,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from apps.accounts.services import sync_sso_memberships
+from apps.projects.models import Role
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,6 @@ def parse_group_roles(text: str) -> dict[str, list[tuple[str, int]]]:
 
     The group name is everything before the last "=", so IdP group paths such as "/org/ml=a" still work.
     """
-    from apps.projects.models import Role
-
     mapping: dict[str, list[tuple[str, int]]] = {}
     for item in (part.strip() for part in (text or "").split(",")):
         if not item:

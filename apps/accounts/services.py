@@ -12,7 +12,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from apps.accounts.models import ApiToken, Notification, hash_token
+from apps.accounts.models import ApiToken, Notification, SsoMembership, hash_token
+from apps.projects.models import Membership, Project, Role
+from apps.projects.permissions import has_project_perm, sync_member_permissions
 from portal.lib import sealed
 from portal.lib.publish import publish
 
@@ -54,11 +56,8 @@ def create_token(
         ]
     elif days is not None:
         expires_at = now + timedelta(days=days)
-    if project is not None:
-        from apps.projects.permissions import has_project_perm
-
-        if not has_project_perm(user, project, "view_project"):
-            errors["project"] = [_("You are not a member of this project.")]
+    if project is not None and not has_project_perm(user, project, "view_project"):
+        errors["project"] = [_("You are not a member of this project.")]
     if via is not None:
         lifetime_field = "expires_at" if days is None and expires_at is not None else "days"
         for field, messages in _broader_than(via, project=project, scope=scope, expires_at=expires_at).items():
@@ -180,10 +179,6 @@ def sync_sso_memberships(user: Any, groups: list[str], mapping: dict[str, list[t
     mapping to one project give the highest of their roles. Guardian grants follow through
     `sync_member_permissions`, in the same transaction. A project's last owner is never demoted or removed.
     """
-    from apps.accounts.models import SsoMembership
-    from apps.projects.models import Membership, Project, Role
-    from apps.projects.permissions import sync_member_permissions
-
     wanted: dict[str, tuple[int, list[str]]] = {}
     for group in sorted(set(groups)):
         for slug, role in mapping.get(group, []):
@@ -230,8 +225,6 @@ def sync_sso_memberships(user: Any, groups: list[str], mapping: dict[str, list[t
 
 
 def _last_owner(membership: Any) -> bool:
-    from apps.projects.models import Membership, Role
-
     return (
         not Membership.objects.filter(project_id=membership.project_id, role=Role.OWNER)
         .exclude(pk=membership.pk)

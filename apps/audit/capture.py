@@ -24,6 +24,9 @@ from django.contrib.auth.signals import user_logged_in, user_logged_out
 from django.db import models
 from django.db.models.signals import m2m_changed, post_save, pre_delete, pre_save
 
+from apps.projects.models import Project
+from portal.lib.fields import EncryptedText
+
 # Models whose rows are bookkeeping, not actions: sessions, admin's own log, permission rows (granted by the
 # membership service, which is recorded), log lines, metric points, runtime state, the audit log itself.
 NOISE_MODELS = frozenset(
@@ -108,8 +111,6 @@ def is_noise(model: type[models.Model]) -> bool:
 
 
 def is_sensitive(model_field: models.Field) -> bool:
-    from portal.lib.fields import EncryptedText
-
     return isinstance(model_field, EncryptedText) or bool(SENSITIVE.search(model_field.name.lower()))
 
 
@@ -155,8 +156,6 @@ def summarize(model: type[models.Model], old: dict[str, Any], new: dict[str, Any
 
 def resolve_project_id(instance: models.Model) -> int | None:
     """The project an object belongs to (following its `tenant_path`), or None."""
-    from apps.projects.models import Project
-
     if isinstance(instance, Project):
         return instance.pk
     path = getattr(type(instance), "tenant_path", None)

@@ -9,8 +9,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 
+from apps.accounts.models import ApiToken, hash_token
 from apps.audit.capture import Change, Collector, label_of, resolve_project_id
 from apps.audit.models import AuditEntry
+from apps.models.models import Run
+from apps.projects.models import Project
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +80,6 @@ def record_request(request: HttpRequest, response: HttpResponse, collector: Coll
 def request_actor(request: HttpRequest) -> tuple[Any, Any]:
     """(user, token) of a request once the view ran: DRF copies its authentication onto the Django request;
     the MLflow API authenticates by itself, so its token is looked up again from the header."""
-    from apps.accounts.models import ApiToken
-
     user = getattr(request, "user", None)
     auth = getattr(request, "auth", None)
     token = auth if isinstance(auth, ApiToken) else None
@@ -86,8 +87,6 @@ def request_actor(request: HttpRequest) -> tuple[Any, Any]:
         return user, token
     raw = raw_token(request.headers.get("Authorization", ""))
     if raw:
-        from apps.accounts.models import hash_token
-
         token = ApiToken.objects.select_related("user").filter(digest=hash_token(raw)).first()
         if token is not None:
             return token.user, token
@@ -159,15 +158,11 @@ def _project_of(change: Change) -> int | None:
 
 
 def _project_by_id(project_id: int | None) -> Any:
-    from apps.projects.models import Project
-
     return Project.objects.filter(pk=project_id).first() if project_id is not None else None
 
 
 def _project_from_url(request: HttpRequest) -> Any:
     """The project of a page URL (`/p/<project>/…`) or of a DRF body naming one by slug."""
-    from apps.projects.models import Project
-
     match = getattr(request, "resolver_match", None)
     slug = match.kwargs.get("project") if match is not None else None
     return Project.objects.filter(slug=slug).first() if isinstance(slug, str) else None
@@ -214,8 +209,6 @@ def _set_object_from_url(entry: AuditEntry, request: HttpRequest) -> int | None:
 
 def _mlflow_run(entry: AuditEntry, run_uuid: str) -> int | None:
     """Metric points are not recorded one by one: the entry names their run (and so its project)."""
-    from apps.models.models import Run
-
     run = Run.objects.filter(run_uuid=run_uuid).select_related("experiment").first()
     if run is None:
         return None

@@ -8,6 +8,7 @@ class DatasetsConfig(AppConfig):
     verbose_name = _("Datasets")
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
         # The hourly sweep of stale uploads and unused blobs joins beat's schedule here, beside the app it
         # belongs to (settings keep the portal-wide entries).
         schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
@@ -21,4 +22,8 @@ class DatasetsConfig(AppConfig):
         from apps.projects.storage import register_usage
 
         on_project_delete(forget_project_datasets)
+        from apps.datasets.services import sandbox_paths
+        from apps.runtime import hooks
+
+        hooks.register_readable_paths(sandbox_paths)  # a sandboxed task reads the dataset versions it names
         register_usage(quota.USAGE, quota.usage)

@@ -168,6 +168,29 @@ def materialize_root() -> Path:
     return Path(settings.PORTAL_WORK_DIR) / "datasets"
 
 
+_PATH_TOKEN = re.compile(r"[^\s=:,;\"']+")
+
+
+def sandbox_paths(workload: Any, env: dict[str, str]) -> list[Path]:
+    """The materialised datasets (PORTAL_WORK_DIR/datasets/<digest>) that a sandboxed workload's command or env names
+    and that the workload's project has a version of (`hooks.register_readable_paths`). A command's text is the
+    user's to write: a digest named there that only another project holds is never shown (equal digests are equal
+    content, so a project's own copy leaks nothing)."""
+    datasets = materialize_root().absolute()
+    named: dict[str, Path] = {}
+    for text in [*workload.command, *env.values()]:
+        for token in _PATH_TOKEN.findall(str(text)):
+            path = Path(token)
+            if path.is_absolute() and datasets in path.parents:
+                digest = path.relative_to(datasets).parts[0]
+                if re.fullmatch(r"[0-9a-f]{64}", digest):
+                    named[digest] = datasets / digest
+    if not named:
+        return []
+    owned = DatasetVersion.objects.filter(digest__in=named, dataset__project__slug=workload.project)
+    return [named[digest] for digest in set(owned.values_list("digest", flat=True))]
+
+
 def materialize(version: DatasetVersion) -> Path:
     """A read-only local directory holding the version's files (cached by digest; built atomically).
 

@@ -8,10 +8,15 @@ class JobsConfig(AppConfig):
     verbose_name = _("Jobs and pipelines")
 
     def ready(self) -> None:
-        from apps.jobs.runtime_hooks import TaskListener
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
+        from apps.jobs.runtime_hooks import TaskListener, describe_holders, quota_held, registry_credentials
+        from apps.projects.usage import register_holding
         from apps.runtime import hooks
 
         hooks.register("task_run", TaskListener())
+        hooks.register_describer("task_run", describe_holders)
+        hooks.register_registry_credentials("image", registry_credentials)
+        register_holding("task", quota_held, queued=True)
         from apps.jobs.services import stop_project_runs
         from apps.projects.services import on_project_delete
 

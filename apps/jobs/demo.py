@@ -1,4 +1,5 @@
-"""The jobs part of `manage.py demo`: the built-in templates and the "iris" pipeline, and a headless run."""
+"""The jobs part of `manage.py demo` (apps/console/demo.py orders the parts): the built-in templates and the "iris"
+pipeline, and a headless run."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,7 +50,14 @@ IRIS_SPEC: dict[str, Any] = {
 }
 
 
-def _iris_pipeline(project: Project, user: Any) -> Pipeline:
+def builtin_templates(_project: Project, _user: Any) -> None:
+    """The built-in job templates the iris pipeline uses (loaded for the whole portal, not only the project)."""
+    load_builtin_templates()
+
+
+def iris_pipeline(project: Project, user: Any) -> Pipeline:
+    """The iris pipeline (made once): it reads the datasets demo's iris dataset and registers "iris-classifier",
+    which the models demo created and the serving demo follows."""
     existing = Pipeline.objects.filter(project=project, name="iris").first()
     if existing is not None:
         return existing
@@ -63,30 +70,6 @@ def _iris_pipeline(project: Project, user: Any) -> Pipeline:
         ),
         spec=IRIS_SPEC,
     )
-
-
-def examples() -> list[tuple[str, Callable[[Project, Any], Any]]]:
-    """The demo's examples in the order they build on each other, each idempotent and made on its own: `manage.py
-    demo` makes each in a savepoint, so one that fails leaves nothing half-made and does not stop the others."""
-    from apps.datasets import demo as datasets_demo
-    from apps.models import demo as models_demo
-    from apps.serving import demo as serving_demo
-
-    return [
-        ("built-in templates", lambda _project, _user: load_builtin_templates()),
-        ("iris dataset", datasets_demo.populate),
-        ("tracking (iris-models, iris-classifier)", models_demo.populate),
-        ("iris service", serving_demo.populate),  # follows the alias the pipeline's last step sets
-        ("iris pipeline", _iris_pipeline),
-    ]
-
-
-def populate(project: Project, user: Any) -> Pipeline:
-    """Idempotently: built-in templates, the iris dataset it reads, and the iris pipeline in the demo project."""
-    made = None
-    for _name, make in examples():
-        made = make(project, user)
-    return made
 
 
 def _answers(url: str) -> bool:
@@ -104,7 +87,7 @@ def _serve_api_if_needed(out: TextIO):
     answers there (no `make run`), serve the portal from this process on a free loopback port instead."""
     if _answers(settings.SITE_URL):
         return None
-    from portal.lib.serve import serve_in_thread
+    from portal.lib.serve import serve_in_thread  # uvicorn, only when nothing answers
 
     server, port, _thread = serve_in_thread()
     out.write(f"Nothing answers at {settings.SITE_URL}: serving the API from this process on port {port}.\n")
@@ -114,14 +97,14 @@ def _serve_api_if_needed(out: TextIO):
 
 def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 600) -> PipelineRun:
     """Run the pipeline to the end from this process: uses the running agent, or starts one in-process."""
-    from apps.runtime.local.runtime import live_agents
+    from apps.runtime.local.runtime import live_agents  # the local runtime, only for `demo --run`
 
     server = _serve_api_if_needed(out)
     agent = None
     # The agent that runs a task also dispatches the next ones and tells them its SITE_URL: an API served from this
     # process is known only to an agent of this process, which takes every task this process dispatches.
     if server is not None or not live_agents().exists():
-        from apps.runtime.local.agent import LocalAgent, running_here
+        from apps.runtime.local.agent import LocalAgent, running_here  # an agent in this process, if none runs
 
         agent = LocalAgent()
         threading.Thread(target=agent.run_forever, name="demo-agent", daemon=True).start()

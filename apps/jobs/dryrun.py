@@ -13,10 +13,12 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from apps.datasets.services import materialize_root
 from apps.jobs.dispatcher import _task_env, build_workload, registry_images
 from apps.jobs.models import JobTemplate, Pipeline, PipelineRun, TaskRun
 from apps.jobs.references import dataset_arg_names
 from apps.runtime.base import cluster_site_url
+from apps.runtime.models import Cluster, ProjectCluster
 from apps.runtime.placement import Pool
 from apps.runtime.workload import Workload
 
@@ -50,8 +52,6 @@ class DryRun:
 def cluster_choices(project) -> list[tuple[Any, str]]:
     """(Cluster, namespace) the project may run on, the default binding first; every enabled cluster (in its
     default namespace) when none is bound, so an admin can preview before binding."""
-    from apps.runtime.models import Cluster, ProjectCluster
-
     bound = [
         (b.cluster, b.effective_namespace)
         for b in ProjectCluster.objects.filter(project=project, cluster__enabled=True).select_related("cluster")
@@ -81,7 +81,6 @@ def choose_cluster(project, name: str = "") -> tuple[Any, str]:
 def pipeline_workloads(pipeline: Pipeline, pool: Pool) -> list[tuple[str, Workload]]:
     """(node, workload) of every node that would run (skipped nodes excluded), as the dispatcher would build
     them for attempt 1 of a new run, with placeholders where only the run knows the value."""
-    from apps.datasets.services import materialize_root
     from apps.jobs.services import _freeze
 
     project = pipeline.project

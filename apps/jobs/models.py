@@ -167,6 +167,12 @@ class RunStatus(models.TextChoices):
 
 RUN_FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
 
+
+def run_status_labels() -> dict[str, str]:
+    """{status: translated label} for the live badges (static/js/dashboards.js)."""
+    return {value: str(label) for value, label in RunStatus.choices}
+
+
 # How a run was started (PipelineRun.trigger, free text written by the starters), in the words of the pages.
 RUN_TRIGGERS = {
     "manual": _("Started by hand"),

@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from apps.datasets.models import DatasetUsage, Direction
 from apps.jobs.dispatcher import RUN_RELATED, dispatch, revoke_task_tokens, revoke_tokens_of_ended_tasks
 from apps.jobs.logs import run_log_group
 from apps.jobs.models import (
@@ -358,8 +359,6 @@ def _record_cached_reads(run: PipelineRun, cached: list[TaskRun]) -> None:
     versions): record those reads for it, or lineage (dataset → run → tracked run → model) would miss this run."""
     if not cached:
         return
-    from apps.datasets.models import DatasetUsage, Direction
-
     by_source = {task.cached_from_id: task for task in cached}
     reads = DatasetUsage.objects.filter(task_run_id__in=by_source, direction=Direction.READ)
     DatasetUsage.objects.bulk_create(

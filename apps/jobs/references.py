@@ -5,11 +5,28 @@ content digest), and turned into a read-only local path when the task is dispatc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from apps.datasets.models import DatasetVersion
+from apps.datasets.services import DatasetRefError, materialize, record_usage, resolve_dataset_arg
 from apps.jobs.models import JobTemplate, TaskRun
+from apps.projects.secrets import check_spec_references
+
+# Names that an argument of `x-portal-type: <kind>` may take, from the apps above jobs that own such objects (the
+# models app registers `model`), for the pipeline editor's suggestions.
+_choices: dict[str, Callable[[Any], list[str]]] = {}
+
+
+def register_reference_choices(kind: str, names: Callable[[Any], list[str]]) -> None:
+    """Called from an AppConfig.ready(): `names(project)` lists what a `kind` argument may name in the project."""
+    _choices[kind] = names
+
+
+def registered_choices(project: Any) -> dict[str, list[str]]:
+    return {kind: names(project) for kind, names in _choices.items()}
 
 
 def dataset_arg_names(template: JobTemplate) -> list[str]:
@@ -25,8 +42,6 @@ def secret_arg_names(template: JobTemplate) -> list[str]:
 def check_references(project: Any, spec: dict[str, Any], templates: dict[str, JobTemplate]) -> dict[str, Any]:
     """Resolve every dataset argument of the normalized `spec`: {node: {arg: version}}. Raises a
     ValidationError naming the node and argument of each reference that does not resolve."""
-    from apps.datasets.services import DatasetRefError, resolve_dataset_arg
-
     errors: dict[str, list[str]] = {}
     resolved: dict[str, dict[str, Any]] = {}
     for node in spec["nodes"]:
@@ -40,8 +55,6 @@ def check_references(project: Any, spec: dict[str, Any], templates: dict[str, Jo
             except DatasetRefError as exc:
                 errors[f"nodes.{node['name']}.args.{arg}"] = [str(exc)]
     try:  # secrets named by env references and `secret` arguments must exist (apps/projects/secrets.py)
-        from apps.projects.secrets import check_spec_references
-
         check_spec_references(project, spec, {n["name"]: secret_arg_names(templates[n["name"]]) for n in spec["nodes"]})
     except ValidationError as exc:
         errors.update(exc.message_dict)
@@ -61,9 +74,6 @@ def pin(node: dict[str, Any], versions: dict[str, Any]) -> None:
 def local_args(task: TaskRun, node: dict[str, Any]) -> dict[str, Any]:
     """The node's arguments as the command line gets them: pinned datasets as local read-only folders.
     Records that the task reads each version (lineage)."""
-    from apps.datasets.models import DatasetVersion
-    from apps.datasets.services import materialize, record_usage
-
     args = dict(node.get("args", {}))
     pinned = node.get("datasets") or {}
     if pinned:

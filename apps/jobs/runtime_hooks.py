@@ -8,17 +8,22 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from datetime import datetime
 
 from django.db import DatabaseError, connection, transaction
+from django.urls import reverse
 from django.utils import timezone
 
-from apps.jobs.models import ResourceSample, TaskRun, TaskStatus
+from apps.jobs.models import TASK_ACTIVE, Image, ResourceSample, TaskRun, TaskStatus
 from apps.runtime import hooks
+from apps.runtime.hooks import RegistryCredentials
 from apps.runtime.models import progress_marker
 from apps.runtime.secretenv import Secrets
+from apps.runtime.usage import TASK, Holder, label_ids
 from apps.runtime.workload import Phase, Status, Workload
+from portal.lib.resources import Resources
 
 logger = logging.getLogger(__name__)
 
@@ -174,13 +179,24 @@ class TaskListener(hooks.Listener):
                     transaction.on_commit(functools.partial(advance_run.delay, run_id, task_id, reported))
 
 
+ImageDigestHook = Callable[[int, str], None]
+_image_digest_hooks: list[ImageDigestHook] = []
+
+
+def on_image_digest(hook: ImageDigestHook) -> ImageDigestHook:
+    """Register `hook(task_id, digest)`, called in the transaction that records the image digest a task's runtime
+    reported (apps.models registers the tagging of the task's tracked runs)."""
+    if hook not in _image_digest_hooks:
+        _image_digest_hooks.append(hook)
+    return hook
+
+
 def _record_image_digests(reports: list[tuple[Workload, Status | None]]) -> None:
     """Record the image each task really ran, where its runtime reported one (Kubernetes does once the pod was
     started from it; the local runtime runs no image and reports none), and tag the tracked runs the task has
-    already started with it (`apps.models.services.tag_image_digest`; runs it starts later take it from the task).
+    already started with it (the hooks of `on_image_digest`: apps.models tags them; runs it starts later take it
+    from the task).
     The task's row stays locked until its runs are tagged, so a run created meanwhile is not missed."""
-    from apps.models.services import tag_image_digest
-
     for workload, status in reports:
         digest = (status.image_digest if status is not None else "")[:500]
         if not digest:
@@ -188,7 +204,8 @@ def _record_image_digests(reports: list[tuple[Workload, Status | None]]) -> None
         task_id = int(workload.labels["task_run"])
         with transaction.atomic():
             if TaskRun.objects.filter(pk=task_id).exclude(image_digest=digest).update(image_digest=digest):
-                tag_image_digest(task_id, digest)
+                for hook in _image_digest_hooks:
+                    hook(task_id, digest)
 
 
 def _record_starts(workloads: list[Workload]) -> None:
@@ -224,3 +241,42 @@ def _publish_started(run_id: int, workloads: list[Workload]) -> None:
             node, attempt = TaskRun.objects.values_list("node", "attempt").get(pk=int(labels["task_run"]))
         nodes[node] = TaskRun(node=node, attempt=attempt, status=TaskStatus.RUNNING)
     publish_nodes(run_id, nodes)
+
+
+def describe_holders(holders: list[Holder]) -> None:
+    """The capacity page's words for a task's workload: its run and node, who started the run, the run's page."""
+    rows = TaskRun.objects.filter(pk__in=label_ids(holders, "task_run"))
+    tasks = {t.pk: t for t in rows.select_related("run__project", "run__created_by").defer("run__spec")}
+    for holder in holders:
+        if (task := tasks.get(int(holder.labels.get("task_run") or 0))) is None:
+            continue
+        run = task.run
+        holder.kind = TASK
+        holder.what = f"{run} · {task.node}"
+        holder.user = run.created_by.username if run.created_by else ""
+        holder.url = reverse("jobs:run-detail", kwargs={"project": run.project.slug, "pk": run.pk})
+        holder.project_name = run.project.name
+
+
+def registry_credentials(image_pk: str) -> RegistryCredentials | None:
+    """The registry credentials of the Image a task's workload names (label `image`), read when a cluster applies
+    it (apps/runtime/kubernetes/apply.py), so that a password changed since the dispatch is the one used."""
+    image = Image.objects.filter(pk=image_pk).first() if str(image_pk).isdigit() else None
+    if image is None:
+        return None
+    return RegistryCredentials(
+        image=image.name,
+        registry=image.registry,
+        username=image.registry_username,
+        password=image.registry_password,
+    )
+
+
+def quota_held(project_ids: set[int], except_pk: int | None) -> Iterator[tuple[int, Resources]]:
+    """What queued and running tasks hold of their projects' quotas (apps/projects/usage.py; the queue counts
+    them itself when it admits)."""
+    tasks = TaskRun.objects.filter(run__project_id__in=project_ids, status__in=TASK_ACTIVE)
+    if except_pk is not None:
+        tasks = tasks.exclude(pk=except_pk)
+    for project_id, resources in tasks.values_list("run__project_id", "resources"):
+        yield project_id, Resources.from_json(resources)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from apps.jobs.models import PipelineRun, ResourceSample, TaskRun
-from apps.models.lttb import lttb
+from portal.lib.lttb import lttb
 
 DEFAULT_POINTS = 300
 MIN_POINTS = 3

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from apps.datasets.models import Dataset
 from apps.models import artifacts, registry, services
 from apps.models.metrics import make_point
 from apps.models.models import Experiment, ModelAlias, RegisteredModel, Run, now_ms
@@ -157,7 +158,7 @@ def _write_artifacts(run: Run, model: Any, x_test, y_test) -> None:
     from sklearn.datasets import load_iris
     from sklearn.metrics import classification_report, confusion_matrix
 
-    from apps.jobs.builtin_tasks.sklearn_train import mlflow_model_dir
+    from apps.jobs.builtin_tasks.sklearn_train import mlflow_model_dir  # scikit-learn, loaded for the demo only
 
     names = [str(n) for n in load_iris().target_names]
     base = run.artifact_uri.removeprefix("mlflow-artifacts:").lstrip("/")
@@ -178,8 +179,6 @@ def _write_artifacts(run: Run, model: Any, x_test, y_test) -> None:
 
 
 def _dataset_input(project: Project) -> list[dict]:
-    from apps.datasets.models import Dataset
-
     dataset = Dataset.objects.filter(project=project, name="iris").first()
     version = dataset.versions.order_by("-number").first() if dataset else None
     digest = (version.digest if version else "sklearn")[:12]

@@ -320,3 +320,8 @@ def delete_model_version(version: ModelVersion) -> None:
             version.delete()
     except (ProtectedError, RestrictedError) as exc:
         raise Conflict.from_protected(exc, version) from None
+
+
+def model_names(project: Any) -> list[str]:
+    """The names of the project's registered models (what a pipeline's `model` argument may name), in order."""
+    return list(RegisteredModel.objects.filter(project=project).order_by("name").values_list("name", flat=True))

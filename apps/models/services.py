@@ -14,6 +14,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from prometheus_client import Counter
 
+from apps.datasets.models import DatasetUsage
+from apps.jobs.dispatcher import task_image
+from apps.jobs.models import JobTemplate, TaskRun
 from apps.models import metrics as metric_store
 from apps.models.errors import AlreadyExists, InvalidParameter
 from apps.models.models import Experiment, ExperimentTag, Param, Run, RunInput, RunStatus, RunTag, now_ms
@@ -189,9 +192,6 @@ def create_run(
 def _task_code_tags(task: Any) -> dict[str, str]:
     """What a pipeline task ran, as the frozen run resolved it: its template as `slug@version` (a template's
     version changes with what it runs), the image, the pipeline run and node."""
-    from apps.jobs.dispatcher import task_image
-    from apps.jobs.models import JobTemplate
-
     tags = {"portal.pipeline_run": str(task.run_id), "portal.task": task.node}
     node = next((n for n in task.run.spec.get("nodes", []) if n.get("name") == task.node), None) or {}
     if node.get("template"):
@@ -206,8 +206,6 @@ def _task_image_digest(task: Any) -> str:
     """The image digest the task's runtime reported so far ("" before its pod started, or on the local runtime).
     Read under the task's row lock, which `tag_image_digest`'s caller holds while it tags the task's runs: a run
     created while the digest is recorded either sees the digest here or is committed before it is tagged."""
-    from apps.jobs.models import TaskRun
-
     found = TaskRun.objects.select_for_update().filter(pk=task.pk).values_list("image_digest", flat=True).first()
     return found or ""
 
@@ -224,8 +222,6 @@ def tag_image_digest(task_id: int, digest: str) -> None:
 
 def _pipeline_inputs(run: Run, task: Any) -> list[RunInput]:
     """The dataset versions the task's pipeline run has read so far (lineage: data → run → model)."""
-    from apps.datasets.models import DatasetUsage
-
     usages = DatasetUsage.objects.filter(pipeline_run_id=task.run_id, direction="read").select_related(
         "version__dataset"
     )

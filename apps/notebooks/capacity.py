@@ -20,7 +20,7 @@ def place(notebook: Notebook) -> Placement:
     saying why there is none."""
     project = notebook.project
     quota = getattr(project, "quota", None)
-    used = in_use(project, except_notebook=notebook.pk) if quota is not None and quota.limits_anything else None
+    used = in_use(project, except_=("notebook", notebook.pk)) if quota is not None and quota.limits_anything else None
     admission = admit(project, notebook.resources, in_use=used, pools=Pools(), usable=_keeps_files)
     if admission.shortfall is not None:
         raise ValidationError(

@@ -11,7 +11,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from apps.accounts.models import SsoMembership
 from apps.projects import permissions, services
 from apps.projects.models import Membership, Project, ProjectSecret, Quota
 
@@ -128,13 +127,6 @@ class ProjectAdmin(TenantAdminMixin, admin.ModelAdmin):
             super().save_related(request, form, formsets, change)
 
 
-class SsoMembershipInline(ReadOnlyTabularInline):
-    """Whether single sign-on granted the membership (and follows the IdP's groups), and from which groups."""
-
-    model = SsoMembership
-    show_change_link = False
-
-
 @admin.register(Membership)
 class MembershipAdmin(TenantAdminMixin, admin.ModelAdmin):
     write_perm = permissions.MANAGE_MEMBERS
@@ -143,7 +135,7 @@ class MembershipAdmin(TenantAdminMixin, admin.ModelAdmin):
     list_select_related = ["project", "user"]
     search_fields = ["project__name", "user__username"]
     readonly_fields = ["project", "user", "role", "created_at"]
-    inlines = [SsoMembershipInline]
+    inlines: list = []  # accounts adds how single sign-on granted it (apps/accounts/admin.py)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import models
-
-if TYPE_CHECKING:
-    from apps.accounts.models import ApiToken
 
 
 class TenantQuerySet(models.QuerySet):
@@ -21,7 +18,7 @@ class TenantQuerySet(models.QuerySet):
         path = getattr(self.model, "tenant_path", "project")
         return self.filter(pk=project.pk) if path == "pk" else self.filter(**{path: project})
 
-    def for_user(self, user: Any, perm: str = "view_project", token: ApiToken | None = None) -> TenantQuerySet:
+    def for_user(self, user: Any, perm: str = "view_project", token: Any = None) -> TenantQuerySet:
         from apps.projects.permissions import projects_for
 
         path = getattr(self.model, "tenant_path", "project")

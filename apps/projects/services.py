@@ -18,7 +18,6 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from apps.accounts.services import notify
 from apps.projects.models import RESERVED_SLUGS, Membership, Project, Quota, Role, slug_validator
 from apps.projects.permissions import MANAGE_MEMBERS, TRANSFER, has_project_perm, sync_member_permissions
 from portal.lib.errors import Conflict
@@ -123,6 +122,24 @@ def update_project(
     return project
 
 
+# How a member hears of a change to their membership: the accounts app, above this one, registers its notifications
+# (the navbar's count) from its AppConfig.ready().
+Notifier = Callable[[Any, str, str], object]
+_notifiers: list[Notifier] = []
+
+
+def on_member_notice(notifier: Notifier) -> Notifier:
+    """Register `notifier(user, message, url)`, told of each change to a user's membership (in their language)."""
+    if notifier not in _notifiers:
+        _notifiers.append(notifier)
+    return notifier
+
+
+def _notify(user: Any, message: str, url: str) -> None:
+    for notifier in _notifiers:
+        notifier(user, message, url)
+
+
 # What higher apps do when a project goes (stop its services, notebooks and running tasks; forget their files):
 # registered from their AppConfig.ready(), since this app may not import them. Each hook runs inside the
 # deletion's transaction and defers what cannot be rolled back (files, stored bytes) to on_commit.
@@ -209,7 +226,7 @@ def invite_member(project: Project, actor: Any, identifier: str, role: int) -> M
                 "project": project.name,
                 "role": Role(role).label,
             }
-        notify(user, message, _members_url(project))
+        _notify(user, message, _members_url(project))
     return membership
 
 
@@ -226,7 +243,7 @@ def change_role(membership: Membership, actor: Any, role: int) -> Membership:
                     "project": membership.project.name,
                     "role": Role(role).label,
                 }
-            notify(membership.user, message, _members_url(membership.project))
+            _notify(membership.user, message, _members_url(membership.project))
     return membership
 
 
@@ -263,5 +280,5 @@ def transfer_ownership(project: Project, actor: Any, identifier: str) -> Members
             _set_role(project, actor, Role.ADMIN)
         with translation.override(user.interface_language):
             message = _("You are now an owner of %(project)s.") % {"project": project.name}
-        notify(user, message, _members_url(project))
+        _notify(user, message, _members_url(project))
     return new_owner

@@ -2,12 +2,11 @@ from django.urls import path
 
 from apps.projects import views
 
+# Included through apps/console/urls.py, which adds the home page and the overview to this namespace.
 app_name = "projects"
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
     path("p/new/", views.project_create, name="project-create"),
-    path("p/<slug:project>/", views.project_overview, name="overview"),
     path("p/<slug:project>/settings/", views.project_settings, name="settings"),
     path("p/<slug:project>/delete/", views.project_delete, name="delete"),
     path("p/<slug:project>/members/", views.member_list, name="members"),

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from apps.projects import dashboards, secrets, services
+from apps.projects import secrets, services
 from apps.projects.access import project_view
 from apps.projects.forms import (
     InviteForm,
@@ -26,25 +26,6 @@ from apps.projects.models import Membership, Project, ProjectSecret, Role
 from apps.projects.permissions import CHANGE, CONTRIBUTE, DELETE, MANAGE_MEMBERS, TRANSFER, VIEW, has_project_perm
 from portal.lib.errors import Conflict
 from portal.lib.forms import run_service
-
-
-@login_required
-@require_http_methods(["GET"])
-def dashboard(request: HttpRequest) -> HttpResponse:
-    """Home: my projects, my active and recent runs (live progress), my notebooks and my projects' services. An
-    htmx request gets the notebooks-and-services section alone (the page redraws it from there on a project's
-    notebook or service event)."""
-    if request.htmx:
-        return render(request, "projects/partials/home_workspaces.html", dashboards.workspaces(request.user))
-    home = dashboards.home(request.user)
-    context = {
-        "home": home,
-        "memberships": home.memberships,
-        "live_projects": home.live_projects,
-        **{key: getattr(home, key) for key in ("notebooks", "notebook_count", "services", "service_count")},
-        "status_labels": dashboards.run_status_labels(),
-    }
-    return render(request, "projects/dashboard.html", context)
 
 
 @login_required
@@ -71,23 +52,6 @@ def _member_context(request: HttpRequest, project: Project) -> dict[str, Any]:
         "role_form": RoleForm(include_owner=is_owner),
         "owner_role": Role.OWNER,
     }
-
-
-@project_view(VIEW, methods=("GET",))
-def project_overview(request: HttpRequest, project: Project) -> HttpResponse:
-    my_role = Membership.objects.filter(project=project, user=request.user).values_list("role", flat=True).first()
-    return render(
-        request,
-        "projects/overview.html",
-        {
-            "project": project,
-            "my_role": Role(my_role).label if my_role else None,
-            "member_count": project.memberships.count(),
-            "stats": dashboards.overview(project),
-            "window_days": dashboards.WINDOW_DAYS,
-            "status_labels": dashboards.run_status_labels(),
-        },
-    )
 
 
 @project_view(CHANGE)

@@ -12,12 +12,17 @@ whether a listener has it.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from apps.runtime.secretenv import Secrets
 from apps.runtime.workload import Phase, Status, Workload
 
 Notices = list[tuple[Workload, Phase, Status | None]]
+if TYPE_CHECKING:  # usage.py reads the describers registered here
+    from apps.runtime.usage import Holder
 
 
 class Sink(Protocol):
@@ -76,6 +81,71 @@ def open_sink(workload: Workload, secrets: Secrets) -> Sink:
     """The sink of the workload's listener, or one that discards the output of a workload nobody listens to."""
     listener = listener_for(workload)
     return listener.sink(workload, secrets) if listener is not None else DiscardSink()
+
+
+# What a workload runs, in the words of the app that submitted it (the capacity page, a project's overview): the
+# describer of a label fills in `kind`, `what`, `user`, `url` and `project_name` of the holders carrying that label
+# whose objects it finds, in a fixed number of queries.
+Describer = Callable[[list["Holder"]], None]
+_describers: dict[str, Describer] = {}
+
+
+def register_describer(label: str, describe: Describer) -> None:
+    """Called from an AppConfig.ready(): active workloads labelled `label` are described by `describe`."""
+    _describers[label] = describe
+
+
+def described_labels() -> list[str]:
+    return list(_describers)
+
+
+def describer(label: str) -> Describer:
+    return _describers[label]
+
+
+@dataclass(frozen=True)
+class RegistryCredentials:
+    """What a private registry's dockerconfigjson Secret holds for an image (`registry` empty: the image's own)."""
+
+    image: str
+    registry: str
+    username: str
+    password: str
+
+
+# Registry credentials are referenced, never carried: a workload's label names the object that holds them (jobs:
+# `image` → an Image's pk) and the app that owns that label reads them when the workload is applied, so a password
+# changed after the dispatch is the one the cluster gets, and the stored spec holds no credential.
+CredentialsResolver = Callable[[str], RegistryCredentials | None]
+_credentials: dict[str, CredentialsResolver] = {}
+
+
+def register_registry_credentials(label: str, resolve: CredentialsResolver) -> None:
+    """Called from an AppConfig.ready(): `resolve(value of the label)` gives a labelled workload's credentials."""
+    _credentials[label] = resolve
+
+
+def registry_credentials(label: str, value: str) -> RegistryCredentials | None:
+    resolve = _credentials.get(label)
+    return resolve(value) if resolve is not None else None
+
+
+# What a sandboxed local workload may read besides its project's work folders (apps/runtime/local/sandbox.py): each
+# app that owns such files names, read-only, those this workload may see, having checked they are its project's own
+# (datasets: the materialised versions its command or env names; serving: a model server's model). The sandbox binds
+# those that exist.
+ReadablePaths = Callable[[Workload, dict[str, str]], list[Path]]
+_readable: list[ReadablePaths] = []
+
+
+def register_readable_paths(paths: ReadablePaths) -> None:
+    """Called from an AppConfig.ready(): `paths(workload, env)` lists files the sandboxed workload may read."""
+    if paths not in _readable:
+        _readable.append(paths)
+
+
+def readable_paths(workload: Workload, env: dict[str, str]) -> list[Path]:
+    return [path for paths in _readable for path in paths(workload, env)]
 
 
 class DiscardSink:

@@ -8,15 +8,17 @@ they run are fetched in one query per kind: a fixed number of queries whatever t
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from apps.projects.models import Project
+from apps.projects.permissions import projects_for
+from apps.runtime import hooks
 from apps.runtime.models import Agent, Cluster, KubeWorkload, LocalWorkload, heartbeat_cutoff
 
 ACTIVE_STATES = ("pending", "running")
@@ -113,7 +115,8 @@ class Totals:
         self.workloads += 1
 
 
-def _label_ids(holders: Iterable[Holder], key: str) -> set[int]:
+def label_ids(holders: Iterable[Holder], key: str) -> set[int]:
+    """The ids the holders carry under the label `key` (for an app's describer: one query for all of them)."""
     ids = set()
     for holder in holders:
         value = holder.labels.get(key)
@@ -123,49 +126,17 @@ def _label_ids(holders: Iterable[Holder], key: str) -> set[int]:
 
 
 def _describe(holders: list[Holder]) -> None:
-    """Set what each holder runs, for whom, and a link: one query per kind present."""
-    from apps.jobs.models import TaskRun
-    from apps.notebooks.models import Notebook
-    from apps.serving.models import Replica
-    from apps.serving.replicas import LABEL
-
-    tasks: dict[int, Any] = {}
-    notebooks: dict[int, Any] = {}
-    replicas: dict[int, Any] = {}
-    if ids := _label_ids(holders, "task_run"):
-        rows = TaskRun.objects.filter(pk__in=ids).select_related("run__project", "run__created_by").defer("run__spec")
-        tasks = {t.pk: t for t in rows}
-    if ids := _label_ids(holders, "notebook"):
-        notebooks = {nb.pk: nb for nb in Notebook.objects.filter(pk__in=ids).select_related("project", "owner")}
-    if ids := _label_ids(holders, LABEL):
-        rows = Replica.objects.filter(pk__in=ids).select_related("revision__service__project", "revision__created_by")
-        replicas = {r.pk: r for r in rows}
+    """Set what each holder runs, for whom, and a link: the app whose label a workload carries describes it
+    (`hooks.register_describer`, one query per app present); a workload no app describes shows its uid."""
+    groups: dict[str, list[Holder]] = defaultdict(list)
+    described = hooks.described_labels()
     for holder in holders:
-        labels = holder.labels
-        if (task := tasks.get(int(labels.get("task_run") or 0))) is not None:
-            run = task.run
-            holder.kind = TASK
-            holder.what = f"{run} · {task.node}"
-            holder.user = run.created_by.username if run.created_by else ""
-            holder.url = reverse("jobs:run-detail", kwargs={"project": run.project.slug, "pk": run.pk})
-            holder.project_name = run.project.name
-        elif (nb := notebooks.get(int(labels.get("notebook") or 0))) is not None:
-            holder.kind = NOTEBOOK
-            holder.what = nb.name
-            holder.user = nb.owner.username
-            holder.url = reverse("notebooks:notebook-detail", kwargs={"project": nb.project.slug, "pk": nb.pk})
-            holder.project_name = nb.project.name
-        elif (replica := replicas.get(int(labels.get(LABEL) or 0))) is not None:
-            service = replica.revision.service
-            holder.kind = SERVICE
-            holder.what = f"{service.name} r{replica.revision.number} #{replica.index}"
-            creator = replica.revision.created_by
-            holder.user = creator.username if creator else ""
-            holder.url = reverse("serving:service-detail", kwargs={"project": service.project.slug, "pk": service.pk})
-            holder.project_name = service.project.name
-        else:
-            holder.kind = OTHER
-            holder.what = holder.uid
+        holder.kind, holder.what = OTHER, holder.uid
+        label = next((key for key in described if key in holder.labels), None)
+        if label is not None:
+            groups[label].append(holder)
+    for label, group in groups.items():
+        hooks.describer(label)(group)
 
 
 def _local_rows(**filters: Any) -> list[Holder]:
@@ -273,7 +244,6 @@ def _split(holders: list[Holder], visible: set[str] | None) -> tuple[list[Holder
 def capacity(user: Any) -> Capacity:
     """Live local agents and the visible clusters with who holds what. Platform admins see every holder; anyone
     else sees the holders of their own projects and the rest only as a total ("other projects")."""
-    from apps.projects.permissions import projects_for
     from apps.runtime.services import is_platform_admin, summarize_inventory, visible_clusters
 
     show_all = is_platform_admin(user)

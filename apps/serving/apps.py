@@ -10,12 +10,17 @@ class ServingConfig(AppConfig):
     verbose_name = _("Serving")
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and what uses them load only once the app registry is ready.
+        from apps.projects.usage import register_holding
         from apps.runtime import hooks
         from apps.serving import signals
         from apps.serving.replicas import LABEL
-        from apps.serving.runtime_hooks import ReplicaListener
+        from apps.serving.runtime_hooks import ReplicaListener, describe_holders, quota_held, sandbox_paths
 
         hooks.register(LABEL, ReplicaListener())
+        hooks.register_describer(LABEL, describe_holders)
+        register_holding("replica", quota_held)
+        hooks.register_readable_paths(sandbox_paths)  # a model server reads its model
         from apps.projects.services import on_project_delete
         from apps.serving.services import delete_project_services
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.projects.usage import in_use
 from apps.serving.hosting import hosting_of
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services.rollout import advance
@@ -107,8 +108,6 @@ def scale_revision(revision: Revision, value: float | None, now: datetime | None
 def _quota_room(service: InferenceService, revision: Revision) -> int:
     """How many more replicas of the revision the project's quota takes (its notebooks, tasks and model servers
     hold their share: apps/projects/usage.py)."""
-    from apps.projects.usage import in_use
-
     quota = getattr(service.project, "quota", None)
     if quota is None or not quota.limits_anything:
         return 1_000_000  # nothing limits

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from django.db import DatabaseError, connection
+from django.urls import reverse
 
 from apps.runtime import hooks
 from apps.runtime.secretenv import Secrets
 from apps.runtime.tail import TailSink
+from apps.runtime.usage import SERVICE, Holder, label_ids
 from apps.runtime.workload import Phase, Status, Workload
 from apps.serving.models import Replica
 from apps.serving.replicas import BANNER, LABEL
 from apps.serving.services import rollout
+from portal.lib.resources import Resources
 
 logger = logging.getLogger(__name__)
 
@@ -89,3 +94,46 @@ class ReplicaListener(hooks.Listener):
                 logger.warning("could not queue the readiness check of replica %s", pk, exc_info=True)
         elif phase.finished:
             rollout.record_end(pk, workload.uid, status or Status(phase))
+
+
+def describe_holders(holders: list[Holder]) -> None:
+    """The capacity page's words for a model server's workload: service, revision and replica, who made the
+    revision, the service's page."""
+    rows = Replica.objects.filter(pk__in=label_ids(holders, LABEL))
+    replicas = {r.pk: r for r in rows.select_related("revision__service__project", "revision__created_by")}
+    for holder in holders:
+        if (replica := replicas.get(int(holder.labels.get(LABEL) or 0))) is None:
+            continue
+        service = replica.revision.service
+        holder.kind = SERVICE
+        holder.what = f"{service.name} r{replica.revision.number} #{replica.index}"
+        creator = replica.revision.created_by
+        holder.user = creator.username if creator else ""
+        holder.url = reverse("serving:service-detail", kwargs={"project": service.project.slug, "pk": service.pk})
+        holder.project_name = service.project.name
+
+
+def sandbox_paths(workload: Workload, env: dict[str, str]) -> list[Path]:
+    """A local model server's model where the portal put it, read-only (`hooks.register_readable_paths`): on a local
+    artifact store that is the registered version's artifact folder itself (apps/serving/services/deploy.py), under
+    the hidden MEDIA_ROOT. Taken from the revision the portal froze, never from the command, and only when the
+    replica is the project's own."""
+    pk = workload.labels.get(LABEL)
+    if workload.kind != "service" or not str(pk or "").isdigit():
+        return []
+    replica = Replica.objects.select_related("revision__service__project").filter(pk=int(pk)).first()
+    if replica is None or replica.revision.service.project.slug != workload.project:
+        return []
+    path = Path(str(replica.revision.config.get("model_path") or "/nonexistent")).absolute()
+    return [path] if path.is_absolute() and path.exists() and path != Path("/") else []
+
+
+def quota_held(project_ids: set[int], except_pk: int | None) -> Iterator[tuple[int, Resources]]:
+    """What starting and serving replicas hold of their projects' quotas (apps/projects/usage.py)."""
+    replicas = Replica.objects.filter(
+        revision__service__project_id__in=project_ids, status__in=(Replica.Status.STARTING, Replica.Status.READY)
+    )
+    if except_pk is not None:
+        replicas = replicas.exclude(pk=except_pk)
+    for project_id, config in replicas.values_list("revision__service__project_id", "revision__config"):
+        yield project_id, Resources.from_json((config or {}).get("resources"))

@@ -8,6 +8,8 @@ import threading
 import time
 
 import uvicorn
+from django.conf import settings
+from django.utils.module_loading import import_string
 
 
 def free_port() -> int:
@@ -17,10 +19,10 @@ def free_port() -> int:
 
 
 def serve_in_thread(port: int | None = None, timeout: float = 30) -> tuple[uvicorn.Server, int, threading.Thread]:
-    """Start serving portal.asgi on 127.0.0.1 and return (server, port, thread) once it accepts connections;
-    stop it with `server.should_exit = True` (and join the thread to wait for the end)."""
-    from portal.asgi import application
-
+    """Start serving the portal's ASGI application on 127.0.0.1 and return (server, port, thread) once it accepts
+    connections; stop it with `server.should_exit = True` (and join the thread to wait for the end)."""
+    # Found through the setting that names it (as Channels' runserver does): the helpers import nothing above them.
+    application = import_string(settings.ASGI_APPLICATION)
     port = port or free_port()
     config = uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
     server = uvicorn.Server(config)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from apps.jobs.demo import populate
+from apps.console.demo import populate
 from apps.jobs.models import PipelineRun
 from apps.jobs.services import start_run
 from apps.models.models import ModelVersion

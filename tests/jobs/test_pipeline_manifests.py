@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from apps.accounts.models import ApiToken
+from apps.console.demo import populate
 from apps.jobs.builtin import load_builtin_templates
-from apps.jobs.demo import populate
 from apps.jobs.models import PipelineRun, TaskRun
 from apps.jobs.services import save_pipeline
 from apps.runtime.kubernetes.manifests import LABEL_UID

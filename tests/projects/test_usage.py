@@ -40,7 +40,7 @@ def test_running_notebooks_and_live_replicas_are_held(world):
 
     assert held([a.pk, b.pk]) == {a.pk: Resources.of(3.5, 5.5 * GIB, 1), b.pk: Resources.of(1, GIB, 1)}
     two = Notebook.objects.get(name="two")
-    assert held([a.pk], except_notebook=two.pk)[a.pk] == Resources.of(2.5, 4.5 * GIB, 1)
+    assert held([a.pk], except_=("notebook", two.pk))[a.pk] == Resources.of(2.5, 4.5 * GIB, 1)
     assert held([]) == {}
 
 

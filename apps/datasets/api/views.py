@@ -205,9 +205,9 @@ class UploadSessionViewSet(
                 raise ValidationError({"base": [str(exc)]}) from exc
         token = request_token(self.request)
         task_run = None
-        if token is not None:
-            from apps.jobs.models import TaskRun
-
+        if token is not None:  # a pipeline task's token: the version records the task (lineage)
+            # The task model through this app's own lineage field: jobs is above datasets, which never imports it.
+            TaskRun = UploadSession._meta.get_field("task_run").related_model
             task_run = TaskRun.objects.filter(api_token=token).select_related("run").first()
         serializer.instance = uploads.start_upload(
             dataset, self.request.user, message=data.get("message", ""), base=base, task_run=task_run

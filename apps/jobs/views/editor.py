@@ -18,12 +18,14 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from apps.datasets.models import Dataset
 from apps.jobs import services
 from apps.jobs.args import ordered_properties, portal_type
 from apps.jobs.dag import MAX_RETRIES
 from apps.jobs.models import JobTemplate, Pipeline
+from apps.jobs.references import registered_choices
 from apps.projects.access import project_view
-from apps.projects.models import Project
+from apps.projects.models import Project, ProjectSecret
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.admission import node_limits
 from portal.lib import untrusted
@@ -86,13 +88,9 @@ def palette_templates(project: Project, spec: dict[str, Any] | None) -> list[dic
 
 def reference_choices(project: Project) -> dict[str, list[str]]:
     """Names that `dataset`, `model` and `secret` arguments may take (names only, never a secret's value)."""
-    from apps.datasets.models import Dataset
-    from apps.models.models import RegisteredModel
-    from apps.projects.models import ProjectSecret
-
     return {
         "dataset": list(Dataset.objects.filter(project=project).order_by("name").values_list("name", flat=True)),
-        "model": list(RegisteredModel.objects.filter(project=project).order_by("name").values_list("name", flat=True)),
+        **registered_choices(project),  # `model`, from the models app
         "secret": list(ProjectSecret.objects.filter(project=project).order_by("name").values_list("name", flat=True)),
     }
 

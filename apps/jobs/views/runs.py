@@ -7,14 +7,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
+from apps.datasets.models import DatasetUsage
 from apps.jobs import services
 from apps.jobs.filters import RunListFilterSet
 from apps.jobs.graph import layout
-from apps.jobs.models import TASK_FINISHED, PipelineRun
+from apps.jobs.models import TASK_FINISHED, PipelineRun, run_status_labels
 from apps.jobs.orchestrator import latest_tasks
 from apps.jobs.views.logs import log_viewer_context
 from apps.projects.access import project_view
-from apps.projects.dashboards import run_status_labels
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 
@@ -31,8 +31,6 @@ def run_list(request: HttpRequest, project: Project) -> HttpResponse:
 
 def dataset_usages(run: PipelineRun) -> list:
     """The dataset versions the run read and wrote (lineage)."""
-    from apps.datasets.models import DatasetUsage
-
     return list(
         DatasetUsage.objects.filter(pipeline_run=run).select_related("version__dataset", "task_run").order_by("pk")
     )

@@ -33,8 +33,9 @@ from apps.models.filters import (
 )
 from apps.models.models import Experiment, ModelAlias, ModelVersion, RegisteredModel, Run
 from apps.models.querysets import DELETED
-from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet
+from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
 from apps.projects.permissions import CONTRIBUTE, VIEW
+from portal.lib.lttb import lttb as downsample
 
 
 def domain(error: TrackingError, field: str = "non_field_errors") -> ValidationError:
@@ -108,7 +109,7 @@ class TrackingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Proje
         except ValueError:
             raise ValidationError({"points": [_("An integer is required.")]}) from None
         x, y = lttb.series(run.pk, key)
-        sx, sy = lttb.lttb(x, y, points)
+        sx, sy = downsample(x, y, points)
         return Response({"key": key, "total": len(x), "steps": sx.tolist(), "values": sy.tolist()})
 
 
@@ -191,6 +192,4 @@ class ModelAliasViewSet(
         return Response(self.get_serializer(alias).data, status=status.HTTP_201_CREATED)
 
     def _token(self) -> Any:
-        from apps.projects.api.base import request_token
-
         return request_token(self.request)

@@ -8,6 +8,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods
 
+from apps.jobs.models import TaskRun
 from apps.models import artifacts, search, services
 from apps.models import metrics as metric_store
 from apps.models.access import Caller
@@ -190,8 +191,6 @@ def delete_experiment_tag(caller: Caller, data: dict, _kw: dict) -> dict:
 def _source_task(caller: Caller) -> Any:
     if caller.token is None:
         return None
-    from apps.jobs.models import TaskRun
-
     return TaskRun.objects.filter(api_token=caller.token).first()
 
 

@@ -7,14 +7,13 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from django.db.models import Model, QuerySet
 from django.utils.translation import gettext as _
 from rest_framework import mixins, permissions, viewsets
 from rest_framework.request import Request
 
-from apps.accounts.models import ApiToken
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm, projects_for
 
@@ -28,8 +27,18 @@ DEFAULT_ACTION_PERMS: dict[str, str] = {
 }
 
 
-def request_token(request: Request) -> ApiToken | None:
-    return request.auth if isinstance(request.auth, ApiToken) else None
+class ProjectToken(Protocol):
+    """What the API asks of the token a request authenticated with (`apps.accounts.models.ApiToken`; the accounts
+    app sits above this one): the one project it is limited to, if any, and whether it may only read."""
+
+    project_id: int | None
+    read_only: bool
+
+
+def request_token(request: Request) -> ProjectToken | None:
+    """The request's API token, or None for a session. The only authentication that sets `request.auth` is the
+    token one (settings' DEFAULT_AUTHENTICATION_CLASSES: ApiTokenAuthentication, SessionAuthentication)."""
+    return request.auth
 
 
 class TokenScopePermission(permissions.BasePermission):

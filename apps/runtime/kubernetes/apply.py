@@ -10,7 +10,8 @@ while `applied` is still empty, i.e. while nothing can exist on the cluster.
 
 Registry credentials: a workload whose labels carry `image` (the pk of an `apps.jobs.models.Image` with
 registry credentials) and whose `image_pull_secrets` name `registry_secret_name(pk)` gets that Secret
-(type kubernetes.io/dockerconfigjson) created or updated in its namespace before its pods. The Secret is
+(type kubernetes.io/dockerconfigjson) created or updated in its namespace before its pods; the jobs app reads the
+credentials when the workload is applied (`hooks.register_registry_credentials`). The Secret is
 shared by every workload of the image, so it is not part of `applied` and outlives them.
 
 Project secrets: env entries that reference one (`${secret:NAME}`) are `secretKeyRef`s in the pods (see
@@ -27,6 +28,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps.runtime import hooks
 from apps.runtime.kubernetes.client import SECRET, KubeClient, KubeError, KubeUnavailable
 from apps.runtime.kubernetes.manifests import (
     LABEL_MANAGED,
@@ -76,16 +78,12 @@ def pull_secret(workload: Workload, namespace: str) -> dict[str, Any] | None:
     image_pk = workload.labels.get("image")
     if not image_pk or registry_secret_name(image_pk) not in workload.image_pull_secrets:
         return None
-    from apps.jobs.models import Image  # the runtime reads the jobs app's credentials here only
-
-    image = Image.objects.filter(pk=image_pk).first()
-    if image is None or not image.registry_username:
+    found = hooks.registry_credentials("image", image_pk)  # read from the jobs app's Image, as it is now
+    if found is None or not found.username:
         return None
-    registry = image.registry or _registry_of(image.name)
-    auth = base64.b64encode(f"{image.registry_username}:{image.registry_password}".encode()).decode()
-    config = {
-        "auths": {registry: {"username": image.registry_username, "password": image.registry_password, "auth": auth}}
-    }
+    registry = found.registry or _registry_of(found.image)
+    auth = base64.b64encode(f"{found.username}:{found.password}".encode()).decode()
+    config = {"auths": {registry: {"username": found.username, "password": found.password, "auth": auth}}}
     return {
         "apiVersion": "v1",
         "kind": "Secret",

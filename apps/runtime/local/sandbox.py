@@ -26,7 +26,6 @@ import ctypes
 import functools
 import logging
 import os
-import re
 import resource
 import shutil
 import signal
@@ -42,6 +41,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from apps.runtime import hooks
 from apps.runtime.workload import Workload
 
 log = logging.getLogger("portal.agent")
@@ -466,9 +466,6 @@ def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-_PATH_TOKEN = re.compile(r"[^\s=:,;\"']+")
-
-
 def _project_paths(workload: Workload, cwd: str, env: dict[str, str]) -> list[tuple[Path, bool]]:
     """(path, writable) of the work folder a workload sees: its project's folders read-only (a task's inputs are
     its upstream tasks' outputs there), its own folder writable (a notebook also its project's shared folder), and
@@ -483,47 +480,9 @@ def _project_paths(workload: Workload, cwd: str, env: dict[str, str]) -> list[tu
     ]
     if env.get("PORTAL_OUTPUT_DIR"):
         binds.append((Path(env["PORTAL_OUTPUT_DIR"]).absolute(), True))
-    binds += [(path, False) for path in _own_datasets(workload, env)]
     binds = [(path, rw) for path, rw in binds if _under(path, work) and slug and path.exists()]
-    return binds + [(path, False) for path in _own_model(workload)]
-
-
-def _own_model(workload: Workload) -> list[Path]:
-    """A local model server's model where the portal put it, read-only: on a local artifact store that is the
-    registered version's artifact folder itself (apps/serving/services/deploy.py), under the hidden MEDIA_ROOT. Taken
-    from the revision the portal froze, never from the command, and only when the replica is the project's own."""
-    from apps.serving.models import Replica
-    from apps.serving.replicas import LABEL
-
-    pk = workload.labels.get(LABEL)
-    if workload.kind != "service" or not str(pk or "").isdigit():
-        return []
-    replica = Replica.objects.select_related("revision__service__project").filter(pk=int(pk)).first()
-    if replica is None or replica.revision.service.project.slug != workload.project:
-        return []
-    path = Path(str(replica.revision.config.get("model_path") or "/nonexistent")).absolute()
-    return [path] if path.is_absolute() and path.exists() and path != Path("/") else []
-
-
-def _own_datasets(workload: Workload, env: dict[str, str]) -> list[Path]:
-    """The materialised datasets (PORTAL_WORK_DIR/datasets/<digest>) that the command or env names and that the
-    workload's project has a version of. A command's text is the user's to write: a digest named there that only
-    another project holds is never shown (equal digests are equal content, so a project's own copy leaks nothing)."""
-    from apps.datasets.models import DatasetVersion
-
-    datasets = Path(settings.PORTAL_WORK_DIR).absolute() / "datasets"
-    named: dict[str, Path] = {}
-    for text in [*workload.command, *env.values()]:
-        for token in _PATH_TOKEN.findall(str(text)):
-            path = Path(token)
-            if path.is_absolute() and datasets in path.parents:
-                digest = path.relative_to(datasets).parts[0]
-                if re.fullmatch(r"[0-9a-f]{64}", digest):
-                    named[digest] = datasets / digest
-    if not named:
-        return []
-    owned = DatasetVersion.objects.filter(digest__in=named, dataset__project__slug=workload.project)
-    return [named[digest] for digest in set(owned.values_list("digest", flat=True))]
+    # What the apps owning other files let it read (datasets: the versions it names; serving: a server's model).
+    return binds + [(path, False) for path in hooks.readable_paths(workload, env) if path.exists()]
 
 
 def wrap(

@@ -31,6 +31,8 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from apps.accounts.models import hash_token
+from apps.accounts.services import authenticate_token
+from apps.projects.permissions import projects_for
 from portal.lib.origins import from_portal
 
 logger = logging.getLogger(__name__)
@@ -128,8 +130,6 @@ class TTLCache:
 
 def token_decision(raw: str, project_id: int | None) -> int:
     """OK if the token is active and reaches the project, NOT_FOUND if valid but not, else UNAUTHORIZED."""
-    from apps.accounts.services import authenticate_token
-
     token = authenticate_token(raw)
     if token is None:
         return UNAUTHORIZED
@@ -151,8 +151,6 @@ def session_decision(session_key: str, project_id: int | None) -> int:
 
 
 def _member(user: Any, project_id: int) -> bool:
-    from apps.projects.permissions import projects_for
-
     return projects_for(user).filter(pk=project_id).exists()
 
 

@@ -8,8 +8,8 @@ import base64
 
 import pytest
 
+from apps.console.demo import populate
 from apps.jobs.builtin import load_builtin_templates
-from apps.jobs.demo import populate
 from apps.jobs.dispatcher import TOKEN_PLACEHOLDER
 from apps.jobs.models import LogLine, Pipeline, RunStatus, TaskStatus
 from apps.jobs.services import save_pipeline, start_run

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.jobs.dryrun import dry_run
 from apps.jobs.models import Pipeline
+from apps.runtime.models import Cluster, ProjectCluster
 
 
 class Command(BaseCommand):
@@ -21,8 +22,6 @@ class Command(BaseCommand):
         parser.add_argument("--namespace", default="", help="default: the project's namespace on that cluster")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from apps.runtime.models import Cluster, ProjectCluster
-
         project_slug, sep, name = options["pipeline"].partition("/")
         if not sep or not project_slug or not name:
             raise CommandError("name the pipeline as project-slug/pipeline-name")

@@ -13,9 +13,9 @@ from django.conf import settings as django_settings
 from django.test import Client
 from django.utils import timezone
 
+from apps.console import dashboards
 from apps.jobs.models import RunStatus, TaskStatus
 from apps.notebooks.models import Notebook
-from apps.projects import dashboards
 from apps.serving.models import InferenceService
 from tests.factories import ProjectFactory, dataset, dataset_version
 from tests.projects.factories import (
@@ -130,7 +130,7 @@ def test_home_follows_the_events_of_the_projects_it_shows_and_redraws_from_its_f
     Notebook.objects.filter(name="eda").update(status=Notebook.Status.RUNNING)
     partial = bob.get("/", **HTMX)
     section = html_of(partial)
-    assert next(t.name for t in partial.templates) == "projects/partials/home_workspaces.html"
+    assert next(t.name for t in partial.templates) == "console/partials/home_workspaces.html"
     assert section.startswith('<div id="home-workspaces">')
     assert 'data-status="running"' in section
     assert "<html" not in section

@@ -1,6 +1,7 @@
 """`manage.py demo`: an idempotent demo — user `demo`, project `demo` and an example of every feature.
 
-Each new feature adds its example objects here, so that the demo always shows the whole product.
+Each app makes its own example objects in `apps/<app>/demo.py` and apps/console/demo.py orders them, so that
+the demo always shows the whole product.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.utils.translation import gettext as _
 
 from apps.accounts.models import Notification
 from apps.accounts.services import notify
+from apps.console import demo as console_demo
 from apps.jobs import demo as jobs_demo
 from apps.jobs.models import Pipeline
 from apps.projects import services
@@ -105,7 +107,7 @@ class Command(BaseCommand):
         """Each example in a savepoint of its own: one that fails is rolled back whole and reported as a warning,
         and the others are still made (a demo problem never blocks the portal). Returns the iris pipeline."""
         made: dict[str, Any] = {}
-        for name, make in jobs_demo.examples():
+        for name, make in console_demo.examples():
             try:
                 with transaction.atomic():
                     made[name] = make(project, demo)

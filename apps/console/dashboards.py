@@ -34,7 +34,7 @@ from django.utils.translation import gettext as _
 
 from apps.datasets.quota import USAGE as DATASETS_USAGE
 from apps.datasets.quota import pending_bytes, stored_bytes
-from apps.jobs.models import RUN_FINISHED, TASK_ACTIVE, TASK_FINISHED, PipelineRun, RunStatus, TaskRun, TaskStatus
+from apps.jobs.models import RUN_FINISHED, TASK_ACTIVE, PipelineRun, RunStatus, TaskRun, TaskStatus
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project
 from apps.projects.permissions import projects_for
@@ -46,19 +46,6 @@ ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLING)
 ROWS = 8  # rows per list on the dashboards (their counts say how many there are in all)
 QUEUE_ROWS = 10
 WINDOW_DAYS = 30  # success rate, CPU- and GPU-hours and the charts cover this many days, today included
-
-
-def with_progress(runs: QuerySet[PipelineRun]) -> QuerySet[PipelineRun]:
-    """Annotate `done_count` (nodes with a finished attempt, as the run list counts them) as a correlated
-    subquery: evaluated for the rows a sliced list returns, not aggregated over every task of the project."""
-    finished = (
-        TaskRun.objects.filter(run=OuterRef("pk"), status__in=TASK_FINISHED)
-        .order_by()
-        .values("run")
-        .annotate(n=Count("node", distinct=True))
-        .values("n")
-    )
-    return runs.annotate(done_count=Coalesce(Subquery(finished, output_field=IntegerField()), 0))
 
 
 # --- Home --------------------------------------------------------------------------------------------------
@@ -142,8 +129,8 @@ def workspaces(user: Any) -> dict[str, Any]:
 def home(user: Any) -> Home:
     visible = projects_for(user).values("pk")
     mine = PipelineRun.objects.filter(created_by=user, project__in=visible).select_related("project")
-    active = list(with_progress(mine.filter(status__in=ACTIVE_RUN)).order_by("-created_at", "-pk")[:ROWS])
-    recent = with_progress(mine.filter(status__in=RUN_FINISHED)).order_by("-created_at", "-pk")[:ROWS]
+    active = list(mine.filter(status__in=ACTIVE_RUN).with_progress().order_by("-created_at", "-pk")[:ROWS])
+    recent = mine.filter(status__in=RUN_FINISHED).with_progress().order_by("-created_at", "-pk")[:ROWS]
     return Home(
         memberships=memberships(user, visible),
         active_runs=active,
@@ -276,7 +263,7 @@ def overview(project: Project) -> Overview:
         .annotate(waits=Case(When(status=TaskStatus.WAITING, then=Value(0)), default=Value(1)))
         .order_by("waits", F("run__priority").desc(), "created_at", "pk")[:QUEUE_ROWS]
     )
-    active = with_progress(PipelineRun.objects.filter(project=project, status__in=ACTIVE_RUN))
+    active = PipelineRun.objects.filter(project=project, status__in=ACTIVE_RUN).with_progress()
     active = active.select_related("project", "created_by").order_by("-created_at", "-pk")[:ROWS]
     holders = project_holders(project)
     # Everything the quota counts: dataset files, and what other apps store (tracking artifacts).
@@ -311,8 +298,3 @@ def overview(project: Project) -> Overview:
         holders=holders,
         chart=_chart(days, runs, usage),
     )
-
-
-def run_status_labels() -> dict[str, str]:
-    """{status: translated label} for the live badges (dashboards.js)."""
-    return {value: str(label) for value, label in RunStatus.choices}

@@ -1,0 +1,34 @@
+"""`manage.py demo` in order: each app makes its own part (`apps/<app>/demo.py`); this module orders them, as each
+part builds on the ones before it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from apps.datasets import demo as datasets_demo
+from apps.jobs import demo as jobs_demo
+from apps.jobs.models import Pipeline
+from apps.models import demo as models_demo
+from apps.projects.models import Project
+from apps.serving import demo as serving_demo
+
+
+def examples() -> list[tuple[str, Callable[[Project, Any], Any]]]:
+    """The demo's examples in the order they build on each other, each idempotent and made on its own: `manage.py
+    demo` makes each in a savepoint, so one that fails leaves nothing half-made and does not stop the others."""
+    return [
+        ("built-in templates", jobs_demo.builtin_templates),
+        ("iris dataset", datasets_demo.populate),
+        ("tracking (iris-models, iris-classifier)", models_demo.populate),
+        ("iris service", serving_demo.populate),  # follows the alias the pipeline's last step sets
+        ("iris pipeline", jobs_demo.iris_pipeline),
+    ]
+
+
+def populate(project: Project, user: Any) -> Pipeline:
+    """Idempotently: every example in `project`, ending with the iris pipeline, which it returns."""
+    made = None
+    for _name, make in examples():
+        made = make(project, user)
+    return made
