@@ -46,6 +46,10 @@ def test_pytorch_ddp_train_runs_two_replicas_in_the_train_environment(agent, pro
     assert any(line.startswith("rank 0/2 (local 0): joining 127.0.0.1:") for line in logs["worker-0"])
     assert any(line.startswith("rank 1/2 (local 1): joining 127.0.0.1:") for line in logs["worker-1"])
     assert any(line.startswith("epoch 3/3: loss") for line in logs["worker-0"])
+    # In the sandbox too, each replica's host and its peers have names (docs/security.md, /etc/hosts): c10d and
+    # gloo looked them up in vain at every join.
+    lookups = ("cannot be retrieved", "Unable to resolve hostname")
+    assert not [line for lines in logs.values() for line in lines if any(text in line for text in lookups)]
     metrics = json.loads((Path(task.output_dir) / "metrics.json").read_text())
     assert metrics["world_size"] == 2
     assert metrics["rows_per_rank"] == 128

@@ -54,6 +54,14 @@ LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # The system a workload sees, read-only (the merged-/usr links of Debian are recreated as links).
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
 PR_SET_PDEATHSIG = 1
+HOSTNAME = "sandbox"
+# /etc/hosts as a workload sees it: its own hostname is loopback, as a pod's name resolves to the pod. Not found there,
+# a lookup goes on to DNS, which the namespace cannot reach: PyTorch's c10d store and gloo (and MPI, Ray) looked their
+# host up at every join, warned and fell back (docs/security.md).
+HOSTS = (
+    f"127.0.0.1\tlocalhost\n127.0.0.1\t{HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+    "::ffff:127.0.0.1\tlocalhost\n"  # loopback as a dual-stack socket names it (c10d looks its peers up)
+)
 
 
 class SandboxRefused(OSError):
@@ -392,8 +400,20 @@ def pid_namespace() -> list[str]:
 def namespaces() -> list[str]:
     return [
         "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try", "--cap-drop", "ALL", "--hostname", "sandbox",
+        "--unshare-cgroup-try", "--cap-drop", "ALL", "--hostname", HOSTNAME,
     ]  # fmt: skip
+
+
+def hosts_file() -> Path:
+    """The file bound as the workloads' /etc/hosts (HOSTS), in the portal's state folder (hidden from workloads; a
+    bind takes its source from the host's filesystem all the same)."""
+    path = Path(settings.VAR_DIR) / "sandbox" / "hosts"
+    if not path.is_file() or path.read_text() != HOSTS:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = path.with_name(f"hosts.{os.getpid()}.{threading.get_ident()}")
+        fresh.write_text(HOSTS)
+        fresh.replace(path)  # atomic: a workload starting meanwhile binds the old file or the new one, never half
+    return path
 
 
 def limits() -> list[str]:
@@ -415,6 +435,7 @@ def system_view() -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
+    args += ["--ro-bind", str(hosts_file()), "/etc/hosts"]
     return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"]
 
 
