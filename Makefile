@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 VAR_DIR := $(or $(PORTAL_VAR_DIR),$(CURDIR)/var)
 SECRET_KEY_PATH := $(or $(SECRET_KEY_FILE),$(VAR_DIR)/secret_key)
 
-.PHONY: run test test-smoke lint security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium sandbox sandbox-if-possible clean help secret-key
+.PHONY: run test test-smoke lint appgraph security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium sandbox sandbox-if-possible clean help secret-key
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
@@ -163,6 +163,10 @@ lint: dev-install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache --no-logo
+
+# The import graph between the apps, printed (import-linter in `make lint` enforces its layers).
+appgraph: dev-install
+	PYTHONPATH=. $(VENV)/bin/python tests/appgraph.py
 
 # bandit fails on any high-severity finding (config: [tool.bandit] in pyproject.toml); schemathesis fails on a 5xx
 # or a response off the schema. Per API operation: the examples and coverage phases (every boundary case: missing
