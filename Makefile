@@ -166,7 +166,7 @@ lint: dev-install
 
 # The import graph between the apps, printed (import-linter in `make lint` enforces its layers).
 appgraph: dev-install
-	PYTHONPATH=. $(VENV)/bin/python tests/appgraph.py
+	$(VENV)/bin/python -m tests.appgraph
 
 # bandit fails on any high-severity finding (config: [tool.bandit] in pyproject.toml); schemathesis fails on a 5xx
 # or a response off the schema. Per API operation: the examples and coverage phases (every boundary case: missing
