@@ -560,3 +560,29 @@ def test_ddp_train_runs_two_ranks_with_gloo(tmp_path: Path, train_python: str) -
     assert metrics["rows_per_rank"] == 512
     assert metrics["final_loss"] < 1.0
     assert (out / "model.pt").is_file()
+
+
+def test_ddp_train_ends_its_process_before_the_interpreter_finalizes(tmp_path: Path, train_python: str) -> None:
+    """gloo's threads outlive destroy_process_group(): a rank whose interpreter finalized while one of them still
+    released tensors aborted (SIGABRT, exit code 134) after training well. A run of the script ends once everything
+    is written (pytorch_ddp_train.exit_now), so the interpreter never finalizes: an atexit handler, which only a
+    finalizing interpreter runs, tells."""
+    out = tmp_path / "out"
+    out.mkdir()
+    script = (
+        "import atexit, runpy; atexit.register(lambda: print('interpreter finalized', flush=True)); "
+        "runpy.run_module('apps.jobs.builtin_tasks.pytorch_ddp_train', run_name='__main__')"
+    )
+    env = task_env(
+        out, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="1", RANK="0", OMP_NUM_THREADS="1"
+    )
+
+    result = subprocess.run(
+        [train_python, "-c", script, "--epochs", "1", "--samples", "64"],
+        cwd=out, env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert "epoch 1/1: loss" in result.stdout
+    assert "interpreter finalized" not in result.stdout
+    assert json.loads((out / "metrics.json").read_text())["world_size"] == 1
