@@ -1,6 +1,7 @@
 """Print the import graph between the apps (and `portal`, `portal.lib`), migrations left out, and fail on a cycle.
 
-`make appgraph` (`python -m tests.appgraph` from the checkout). import-linter (`make lint`) enforces the layers; this shows what they allow in use.
+`make appgraph` (`python -m tests.appgraph` from the checkout). import-linter (`make lint`) enforces the
+layers; this shows what they allow in use.
 """
 
 from __future__ import annotations
