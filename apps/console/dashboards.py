@@ -41,6 +41,7 @@ from apps.projects.permissions import projects_for
 from apps.projects.storage import used_bytes
 from apps.runtime.usage import Holder, Meter, project_holders
 from apps.serving.models import InferenceService
+from portal.lib.resources import Resources
 
 ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLING)
 ROWS = 8  # rows per list on the dashboards (their counts say how many there are in all)
@@ -272,10 +273,11 @@ def overview(project: Project) -> Overview:
     quota = getattr(project, "quota", None)
     limit = (lambda name: getattr(quota, name, None)) if quota is not None else (lambda name: None)
     cpu_limit, gpu_limit = limit("cpu_cores"), limit("gpus")
+    held = sum((h.resources for h in holders), Resources.none())
     meters = [
-        Meter(_("CPU cores"), sum(h.cpu for h in holders), float(cpu_limit) if cpu_limit is not None else None),
-        Meter(_("Memory"), sum(h.memory_bytes for h in holders), limit("memory_bytes"), kind="bytes"),
-        Meter(_("GPUs"), sum(h.gpu for h in holders), float(gpu_limit) if gpu_limit is not None else None),
+        Meter(_("CPU cores"), held.cpu, float(cpu_limit) if cpu_limit is not None else None),
+        Meter(_("Memory"), held.memory, limit("memory_bytes"), kind="bytes"),
+        Meter(_("GPUs"), held.gpu, float(gpu_limit) if gpu_limit is not None else None),
         Meter(_("Concurrent runs"), now_counts["running"], limit("concurrent_runs")),
         Meter(_("Concurrent tasks"), now_counts["tasks"], limit("concurrent_tasks")),
         Meter(_("Storage"), storage_used + storage_pending, limit("storage_bytes"), kind="bytes"),

@@ -34,9 +34,9 @@ from apps.projects.services import UNCHANGED, validate_idle_timeout
 from apps.runtime.admission import quota_limits, too_large
 from apps.runtime.base import get_runtime
 from apps.runtime.local.launch import free_port
-from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status, parse_memory
+from apps.runtime.workload import AGENT_SHUT_DOWN, Phase, Status
 from portal.lib import sealed
-from portal.lib.resources import Resources
+from portal.lib.resources import Resources, parse_memory, read_amount
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _resources(cpu: Any, memory: Any, gpu: Any, errors: dict[str, list[str]]) ->
     def number(value: Any, field: str, minimum: Decimal) -> Decimal:
         maximum = min(MAX_AMOUNT, _column_max(field).to_integral_value(rounding=ROUND_FLOOR))
         try:
-            result = Decimal(str(value)).quantize(Decimal("0.01"))
+            result = read_amount(value).quantize(Decimal("0.01"))  # "0.5", "500m": as pipeline nodes read it
         except (InvalidOperation, ValueError):
             errors[field] = [_("Give a number.")]
             return Decimal(0)

@@ -20,6 +20,7 @@ from apps.projects.models import Project
 from apps.projects.permissions import projects_for
 from apps.runtime import hooks
 from apps.runtime.models import Agent, Cluster, KubeWorkload, LocalWorkload, heartbeat_cutoff
+from portal.lib.resources import Resources
 
 ACTIVE_STATES = ("pending", "running")
 SPEC_KEYS = ("spec__project", "spec__kind", "spec__resources", "spec__replicas", "spec__labels")
@@ -32,6 +33,12 @@ def _float(value: Any) -> float:
     except (TypeError, ValueError):
         return 0.0
     return number if number > 0 else 0.0
+
+
+def _resources(stored: dict[str, Any]) -> Resources:
+    """The amounts of a stored {"cpu", "memory_bytes", "gpu"} (a workload's spec, an agent's capacity) that a page
+    can show: what is missing, unreadable or negative counts as none (a page must not fail on one odd row)."""
+    return Resources.of(_float(stored.get("cpu")), _float(stored.get("memory_bytes")), _float(stored.get("gpu")))
 
 
 @dataclass
@@ -63,9 +70,7 @@ class Holder:
     state: str
     project_slug: str
     kind: str
-    cpu: float
-    memory_bytes: float
-    gpu: float
+    resources: Resources
     labels: dict[str, str]
     started_at: datetime | None
     agent_id: int | None = None
@@ -75,6 +80,18 @@ class Holder:
     user: str = ""
     url: str = ""
     project_name: str = ""
+
+    @property
+    def cpu(self) -> float:
+        return self.resources.cpu
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.resources.memory
+
+    @property
+    def gpu(self) -> float:
+        return self.resources.gpu
 
     @property
     def kind_label(self) -> str:
@@ -92,9 +109,7 @@ class Holder:
             state=state,
             project_slug=str(project or ""),
             kind=kind or "",
-            cpu=_float(resources.get("cpu")) * count,
-            memory_bytes=_float(resources.get("memory_bytes")) * count,
-            gpu=_float(resources.get("gpu")) * count,
+            resources=_resources(resources) * count,
             labels=labels if isinstance(labels, dict) else {},
             started_at=started_at,
             **place,
@@ -103,16 +118,24 @@ class Holder:
 
 @dataclass
 class Totals:
-    cpu: float = 0.0
-    memory_bytes: float = 0.0
-    gpu: float = 0.0
+    resources: Resources = field(default_factory=Resources.none)
     workloads: int = 0
 
     def add(self, holder: Holder) -> None:
-        self.cpu += holder.cpu
-        self.memory_bytes += holder.memory_bytes
-        self.gpu += holder.gpu
+        self.resources += holder.resources
         self.workloads += 1
+
+    @property
+    def cpu(self) -> float:
+        return self.resources.cpu
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.resources.memory
+
+    @property
+    def gpu(self) -> float:
+        return self.resources.gpu
 
 
 def label_ids(holders: Iterable[Holder], key: str) -> set[int]:
@@ -175,16 +198,10 @@ class Machine:
     holders: list[Holder] = field(default_factory=list)
 
     @property
-    def cpu(self) -> float:
-        return _float(self.agent.capacity.get("cpu"))
-
-    @property
-    def memory_bytes(self) -> float:
-        return _float(self.agent.capacity.get("memory_bytes"))
-
-    @property
-    def gpu(self) -> float:
-        return _float(self.agent.capacity.get("gpu"))
+    def capacity(self) -> Resources:
+        """What the agent reported it has (its `capacity` JSON: cpu, memory_bytes, gpu and the GPUs' list)."""
+        capacity = self.agent.capacity
+        return _resources(capacity if isinstance(capacity, dict) else {})
 
     @property
     def gpus(self) -> list[dict[str, Any]]:
@@ -194,9 +211,9 @@ class Machine:
     @property
     def meters(self) -> list[Meter]:
         return [
-            Meter(_("CPU cores"), self.used.cpu, self.cpu),
-            Meter(_("Memory"), self.used.memory_bytes, self.memory_bytes, kind="bytes"),
-            Meter(_("GPUs"), self.used.gpu, self.gpu),
+            Meter(_("CPU cores"), self.used.cpu, self.capacity.cpu),
+            Meter(_("Memory"), self.used.memory_bytes, self.capacity.memory, kind="bytes"),
+            Meter(_("GPUs"), self.used.gpu, self.capacity.gpu),
         ]
 
 

@@ -72,22 +72,37 @@ def format_memory(size: int) -> str:
     return str(size)
 
 
+def read_amount(value: Any) -> Decimal:
+    """The number in 2, 0.5, "2", " 0.5 ", "500m" (a Kubernetes quantity), exactly and unbounded (NaN and the
+    infinities are numbers here: the caller bounds them); ValueError when it is none. `parse_amount` bounds it for
+    specs; forms bound it to their columns."""
+    if value is None or isinstance(value, bool):
+        raise ValueError(f"not a number: {value!r}")
+    if isinstance(value, Decimal):
+        return value
+    text = str(value).strip()
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        pass
+    try:
+        if isinstance(value, str) and text:
+            return parse_quantity(text)
+    except (ValueError, InvalidOperation):
+        pass
+    raise ValueError(f"not a number: {value!r}")
+
+
 def parse_amount(value: Any, name: str, default: float = 0.0) -> float:
     """A non-negative number of cores or devices: 2, 0.5, "2", "500m" (a Kubernetes quantity); ValueError naming
     `name` otherwise."""
     if value is None or value == "":
         return default
-    if isinstance(value, bool):
-        raise ValueError(f"{name}: not a number: {value!r}")
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        try:
-            number = float(parse_quantity(str(value).strip())) if isinstance(value, str) else math.nan
-        except (ValueError, InvalidOperation):
-            number = math.nan
-        if math.isnan(number):
-            raise ValueError(f"{name}: not a number: {value!r}") from None
+        exact = read_amount(value)
+    except ValueError:
+        raise ValueError(f"{name}: not a number: {value!r}") from None
+    number = math.nan if exact.is_nan() else float(exact)
     if not math.isfinite(number):
         raise ValueError(f"{name}: not a number: {value!r}")
     if number < 0:
@@ -207,6 +222,11 @@ class Resources:
         return asdict(self)
 
     as_dict = to_json
+
+    def amounts_json(self) -> dict[str, Any]:
+        """Only what adds up, {"cpu", "memory_bytes", "gpu"} (memory 0 for none): the stored shape of a serving
+        revision's resources, which ask for no GPU model or vGPU share; `from_json` reads it back."""
+        return {"cpu": self.cpu, "memory_bytes": int(self.memory), "gpu": self.gpu}
 
     def to_spec(self) -> dict[str, Any]:
         """As a pipeline node holds it once validated: the names people write (memory in bytes), and `gpu_type`

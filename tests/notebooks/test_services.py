@@ -33,6 +33,19 @@ def test_it_creates_a_stopped_notebook_with_parsed_resources(world):
     assert (nb.owner, nb.ide, float(nb.cpu), nb.memory_bytes) == (world.bob, "jupyterlab", 1.5, 4 * 2**30)
 
 
+def test_cpu_takes_a_kubernetes_quantity_as_pipeline_nodes_do(world):
+    nb = services.create_notebook(world.project_a, world.bob, name="eda", cpu="500m", memory="1Gi")
+    assert float(nb.cpu) == 0.5
+
+    services.update_notebook(nb, cpu="1500m")
+    nb.refresh_from_db()
+    assert float(nb.cpu) == 1.5
+
+    with pytest.raises(ValidationError) as exc:
+        services.create_notebook(world.project_a, world.bob, name="tiny", cpu="50m")
+    assert errors_of(exc)["cpu"] == ["Give a number from 0.1 to 1000."]  # the same bounds, in cores
+
+
 def test_it_rejects_bad_input_field_by_field(world):
     with pytest.raises(ValidationError) as exc:
         services.create_notebook(

@@ -3,9 +3,11 @@ stored so far, written as one, added up and compared, and described to people by
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
-from portal.lib.resources import UNLIMITED, Resources, Shortfall, describe, parse_memory
+from portal.lib.resources import UNLIMITED, Resources, Shortfall, describe, parse_memory, read_amount
 
 GiB = 2**30
 MiB = 2**20
@@ -45,6 +47,17 @@ def test_it_refuses_what_is_not_an_amount_naming_the_field(raw, error):
         Resources.parse(raw)
 
 
+def test_forms_read_amounts_exactly_with_the_same_parser():
+    """Notebook and service forms bound amounts to their decimal columns themselves: they get the exact number."""
+    assert read_amount("500m") == read_amount(" 0.5 ") == Decimal("0.5")
+    assert read_amount(2) == Decimal(2)
+    assert read_amount("1.005") == Decimal("1.005")  # not 1.00499999… as a float would have it
+    assert read_amount("NaN").is_nan()  # a number, for the caller's bounds to refuse
+    for bad in ("lots", "", None, True, [1]):
+        with pytest.raises(ValueError, match="not a number"):
+            read_amount(bad)
+
+
 def test_it_reads_every_stored_shape_and_writes_one():
     workload = {"cpu": 2.0, "memory_bytes": GiB, "gpu": 1.0, "gpu_type": "A100", "vgpu": {"memory": 8000.0}}
     task = {"cpu": 2.0, "memory": GiB, "gpu": 1.0, "gpu_type": "A100", "vgpu": {"memory": 8000.0}}  # a frozen node
@@ -56,6 +69,8 @@ def test_it_reads_every_stored_shape_and_writes_one():
     assert Resources.from_json(expected.to_json()) == expected
     assert Resources.from_json(None) == Resources.from_json({}) == Resources.none()
     assert Resources.parse(expected.to_spec()) == expected  # a validated spec validates to itself
+    assert expected.amounts_json() == revision  # a serving revision's shape: only what adds up
+    assert Resources.none().amounts_json() == {"cpu": 0.0, "memory_bytes": 0, "gpu": 0.0}
 
 
 def test_it_becomes_a_containers_cpu_and_memory():

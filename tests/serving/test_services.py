@@ -108,6 +108,16 @@ def test_it_checks_every_setting_by_field(world, v1):
     assert custom.command == ["{python}", "-m", "my_server", "--port", "{port}"]
 
 
+def test_cpu_takes_a_kubernetes_quantity_as_pipeline_nodes_do(world, v1):
+    service = create_service(world.project_a, world.alice, name="iris", registered_model=v1.registered_model,
+                             model_version=1, cpu="500m", memory="512Mi")  # fmt: skip
+    assert float(service.cpu) == 0.5
+
+    tiny = {"registered_model": v1.registered_model, "model_version": 1, "cpu": "50m"}
+    errors = errors_of(lambda: create_service(world.project_a, world.alice, name="tiny", **tiny))
+    assert errors["cpu"] == ["Give a number from 0.1 to 1000."]  # the same bounds, in cores
+
+
 def test_a_deploy_freezes_its_config_and_changes_need_a_new_revision(world, v1, settings, tmp_path):
     heartbeat_agent()
     settings.PORTAL_WORK_DIR = tmp_path / "work"

@@ -21,10 +21,9 @@ from apps.models.models import ModelAlias, ModelVersion, RegisteredModel
 from apps.projects.models import Project, slug_validator
 from apps.projects.services import UNCHANGED
 from apps.runtime.admission import quota_limits, too_large
-from apps.runtime.workload import parse_memory
 from apps.serving.models import Framework, InferenceService
 from apps.serving.services.deploy import deploy as deploy_service
-from portal.lib.resources import Resources
+from portal.lib.resources import Resources, parse_memory, read_amount
 
 MAX_REPLICAS = 50
 MIN_MEMORY = 64 * 2**20
@@ -72,7 +71,7 @@ def _add(errors: dict[str, list[str]], field: str, message: str) -> None:
 
 def _decimal(value: Any, field: str, minimum: Decimal, errors: dict[str, list[str]]) -> Decimal:
     try:
-        result = Decimal(str(value).strip()).quantize(Decimal("0.01"))
+        result = read_amount(value).quantize(Decimal("0.01"))  # "0.5", "500m": as pipeline nodes read it
     except (InvalidOperation, ValueError):
         _add(errors, field, _("Give a number."))
         return Decimal(0)

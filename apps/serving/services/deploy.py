@@ -22,6 +22,7 @@ from apps.runtime.placement import pools_for
 from apps.serving.hosting import hosting_for, start_replicas
 from apps.serving.models import Framework, InferenceService, Revision
 from apps.serving.services.rollout import advance, retire
+from portal.lib.resources import Resources
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def service_settings(service: InferenceService) -> dict[str, Any]:
     return {
         "framework": service.framework, "image": service.image, "command": list(service.command),
         "env": dict(service.env), "model_name": service.name,
-        "resources": {"cpu": float(service.cpu), "memory_bytes": int(service.memory_bytes), "gpu": float(service.gpu)},
+        "resources": Resources.of(service.cpu, service.memory_bytes, service.gpu).amounts_json(),
         "min_replicas": service.min_replicas, "max_replicas": service.max_replicas,
         "scale_metric": service.scale_metric, "scale_target": service.scale_target,
     }  # fmt: skip
