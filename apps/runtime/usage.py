@@ -62,8 +62,26 @@ class Meter:
         return "danger" if self.percent >= 100 else "warning" if self.percent >= 80 else "primary"
 
 
+class ResourceAmounts:
+    """`cpu`, `memory_bytes` and `gpu` of `self.resources`, as the capacity pages' templates read them."""
+
+    resources: Resources
+
+    @property
+    def cpu(self) -> float:
+        return self.resources.cpu
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.resources.memory
+
+    @property
+    def gpu(self) -> float:
+        return self.resources.gpu
+
+
 @dataclass
-class Holder:
+class Holder(ResourceAmounts):
     """One active workload and what it holds (summed over its replicas)."""
 
     uid: str
@@ -80,18 +98,6 @@ class Holder:
     user: str = ""
     url: str = ""
     project_name: str = ""
-
-    @property
-    def cpu(self) -> float:
-        return self.resources.cpu
-
-    @property
-    def memory_bytes(self) -> float:
-        return self.resources.memory
-
-    @property
-    def gpu(self) -> float:
-        return self.resources.gpu
 
     @property
     def kind_label(self) -> str:
@@ -117,25 +123,13 @@ class Holder:
 
 
 @dataclass
-class Totals:
+class Totals(ResourceAmounts):
     resources: Resources = field(default_factory=Resources.none)
     workloads: int = 0
 
     def add(self, holder: Holder) -> None:
         self.resources += holder.resources
         self.workloads += 1
-
-    @property
-    def cpu(self) -> float:
-        return self.resources.cpu
-
-    @property
-    def memory_bytes(self) -> float:
-        return self.resources.memory
-
-    @property
-    def gpu(self) -> float:
-        return self.resources.gpu
 
 
 def label_ids(holders: Iterable[Holder], key: str) -> set[int]:
