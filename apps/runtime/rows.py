@@ -52,8 +52,13 @@ class RowRuntime(Runtime):
         records the cancellation), woken after the caller's commit."""
         if self.cancel_unstarted(handle):
             return
-        self.model.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True)
+        if self.model.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True):
+            self.stop_started(handle)
         transaction.on_commit(self.wake)
+
+    def stop_started(self, handle: str) -> None:
+        """What else stopping a started workload takes, in the caller's transaction (nothing: its process acts on
+        the mark once woken)."""
 
     @abstractmethod
     def cancel_unstarted(self, handle: str) -> bool:

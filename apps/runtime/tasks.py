@@ -11,6 +11,8 @@ retried: a refused apply fails its workload with the API server's reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from celery import shared_task
 
 from apps.outbox.services import enqueue
@@ -24,22 +26,24 @@ MAX_RETRIES = 8
 LATE = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result": True}
 
 
+def _retried(task, operation: Callable[[str], str], uid: str) -> str:
+    """`operation(uid)`, tried again later by `task` while the cluster cannot be reached or is overloaded."""
+    try:
+        return operation(uid)
+    except KubeUnavailable as exc:
+        raise task.retry(exc=exc, countdown=task_countdown(task.request.retries, exc.retry_after)) from None
+
+
 @shared_task(bind=True, max_retries=MAX_RETRIES, **LATE)
 def kube_apply(self, uid: str) -> str:
     """Create the objects of the workload `uid` (adopting what an earlier attempt created)."""
-    try:
-        return operations.apply_workload(uid)
-    except KubeUnavailable as exc:
-        raise self.retry(exc=exc, countdown=task_countdown(self.request.retries, exc.retry_after)) from None
+    return _retried(self, operations.apply_workload, uid)
 
 
 @shared_task(bind=True, max_retries=MAX_RETRIES, **LATE)
 def kube_delete(self, uid: str) -> str:
     """Delete the objects of the workload `uid` (cancelled, or failed on the cluster)."""
-    try:
-        return operations.delete_workload(uid)
-    except KubeUnavailable as exc:
-        raise self.retry(exc=exc, countdown=task_countdown(self.request.retries, exc.retry_after)) from None
+    return _retried(self, operations.delete_workload, uid)
 
 
 @shared_task(**LATE)

@@ -19,7 +19,7 @@ from apps.runtime import tasks
 from apps.runtime.base import send_wakeups
 from apps.runtime.kubernetes.capacity import capacity_of
 from apps.runtime.models import Agent, Cluster, KubeWorkload, ProjectCluster, heartbeat_cutoff
-from apps.runtime.rows import ACTIVE, RowRuntime
+from apps.runtime.rows import RowRuntime
 from apps.runtime.workload import Capacity, Phase, Status, Workload
 
 ADDRESS_TTL = 0.25  # seconds: a busy dispatcher asks several times a second; the answer changes slowly
@@ -103,14 +103,9 @@ class KubernetesRuntime(RowRuntime):
             )
         )
 
-    def cancel(self, handle: str) -> None:
-        """A row nothing was applied for yet is cancelled at once; otherwise a task deletes its objects
-        (foreground) and the controller records the cancellation once they are gone."""
-        if self.cancel_unstarted(handle):
-            return
-        if KubeWorkload.objects.filter(uid=handle, state__in=ACTIVE).update(cancel_requested=True):
-            enqueue(tasks.kube_delete, handle)
-        transaction.on_commit(self.wake)
+    def stop_started(self, handle: str) -> None:
+        """A task deletes its objects (foreground); the controller records the cancellation once they are gone."""
+        enqueue(tasks.kube_delete, handle)
 
     def wake(self) -> None:
         wake_controllers()
