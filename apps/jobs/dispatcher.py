@@ -23,7 +23,7 @@ from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.projects.usage import held
 from apps.runtime.admission import admit
-from apps.runtime.base import cluster_site_url, get_runtime
+from apps.runtime.base import get_runtime, site_url
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.placement import Pool, Pools
 from apps.runtime.workload import Workload
@@ -248,8 +248,7 @@ def _task_env(
     inputs = {env_name(dep): outputs[(run.pk, dep)] for dep in node.get("depends_on", []) if outputs.get((run.pk, dep))}
     owner = run.created_by or run.project.created_by
     on_cluster = bool(pool and pool.cluster)
-    # A pod cannot use this host's loopback SITE_URL: without a cluster-facing URL it gets none (the dry run warns).
-    site = cluster_site_url() if on_cluster else settings.SITE_URL.rstrip("/")
+    site = site_url(on_cluster)  # a pod never gets this host's loopback URL (the dry run warns)
     token_env = {}
     if owner is not None:
         # Limited to the project; saved with the others of this dispatch; revoked when the attempt ends. The env

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from apps.runtime.base import cluster_site_url, get_runtime
+from apps.runtime.base import get_runtime, site_url
 from apps.runtime.kubernetes.manifests.meta import object_name
 from apps.runtime.workload import Resources, Workload
 
@@ -57,7 +57,7 @@ def notebook_env(notebook, *, home: Path, token: str, api_token: str, on_cluster
     """The env contract of a notebook: its folders, and a project token for the portal API and MLflow tracking, so
     that `mlflow.log_metric(...)` in a cell lands in the project's experiments (the default one unless named).
     A pod gets the cluster-facing URL, never this host's loopback one (none when there is no such URL)."""
-    site = cluster_site_url() if on_cluster else settings.SITE_URL.rstrip("/")
+    site = site_url(on_cluster)
     env = {
         "HOME": str(home),
         "JUPYTER_TOKEN": token,

@@ -40,6 +40,12 @@ def cluster_site_url() -> str:
     return ""
 
 
+def site_url(on_cluster: bool) -> str:
+    """Where a workload reaches the portal's API, without a trailing slash: this host's SITE_URL for a local process,
+    the cluster-facing URL for a pod (never this host's loopback one; "" when there is none, see cluster_site_url)."""
+    return cluster_site_url() if on_cluster else settings.SITE_URL.rstrip("/")
+
+
 def send_wakeups(addresses: list[str]) -> None:
     """A "wake" datagram to each host:port (best effort: agents and controllers also look for work each second)."""
     for address in addresses:
