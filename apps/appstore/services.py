@@ -245,3 +245,23 @@ def _apply_change(installation: Installation, ctx: InstallContext, record: Insta
         raise prefixed(exc, where) from None
     record.content_type, record.object_id = ContentType.objects.get_for_model(obj), obj.pk
     record.save(update_fields=["content_type", "object_id"])
+
+
+def resolve_app_version(user: Any, project: Project, app: Any, version: Any = None) -> AppVersion:
+    """The version `version` (default the newest) of the app named `app` (or with that id) that `user` sees: the
+    project's own app of that name before a public one."""
+    visible = App.objects.visible_to(user)
+    if isinstance(app, int) or (isinstance(app, str) and app.isdigit()):
+        found = visible.filter(pk=int(app)).first()
+    else:
+        candidates = list(visible.filter(name=str(app or "")))
+        found = next((a for a in candidates if a.project_id == project.pk), None) or next(
+            (a for a in candidates if a.project_id is None), None
+        )
+        found = found or (candidates[0] if candidates else None)
+    if found is None:
+        raise ValidationError({"app": [_("No app “%(app)s” in the catalogue.") % {"app": app}]})
+    chosen = found.versions.filter(version=str(version)).first() if version else found.latest
+    if chosen is None:
+        raise ValidationError({"version": [_("No version “%(v)s” of %(app)s.") % {"v": version, "app": found.name}]})
+    return chosen
