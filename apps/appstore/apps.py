@@ -2,6 +2,7 @@
 notebooks into a project (docs/appstore.md)."""
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
 
 
@@ -15,3 +16,14 @@ class AppstoreConfig(AppConfig):
         from apps.appstore import installers
 
         installers.register_builtin_installers()
+        post_migrate.connect(_sync_builtin_apps, sender=self)
+
+
+def _sync_builtin_apps(sender: AppConfig, using: str = "default", **kwargs: object) -> None:
+    """The built-in catalogue arrives with `migrate`, after the built-in job templates its pipelines use (jobs is
+    migrated first). Idempotent: an unchanged bundle adds nothing."""
+    if using != "default":
+        return
+    from apps.appstore.services import sync_builtin_apps
+
+    sync_builtin_apps()

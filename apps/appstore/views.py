@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
-from apps.appstore import services
+from apps.appstore import services, tryit
 from apps.appstore.filters import AppFilterSet
 from apps.appstore.forms import InstallNameForm, parameter_form, parameter_values
 from apps.appstore.models import App, Installation
@@ -142,3 +142,26 @@ def installation_uninstall(request: HttpRequest, project: Project, installation:
         text += " " + _("Kept: %(kept)s.") % {"kept": ", ".join(kept)}
     messages.success(request, text)
     return redirect("appstore:app-install", project=project.slug)
+
+
+@project_view(VIEW, model=Installation)
+def installation_try(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
+    """The demo form of the installation's service (inputs from the model's signature) and its prediction."""
+    services_ = installation.objects_of("services")
+    context: dict = {"project": project, "installation": installation, "service": services_[0] if services_ else None}
+    if not services_:
+        context["error"] = _("This app has no service to try.")
+        return render(request, "appstore/partials/try_it.html", context)
+    try:
+        point = tryit.endpoint(services_[0])
+        form = tryit.demo_form_class(point)(request.POST if request.method == "POST" else None)
+        context["form"] = form
+        if request.method == "POST" and form.is_valid():
+            prediction = tryit.predict(point, form.cleaned_data)
+            classes = (point.metadata.get("parameters") or {}).get("classes") or []
+            probabilities = (prediction.get("predict_proba") or [[]])[0]
+            context["prediction"] = prediction
+            context["probabilities"] = list(zip(classes, probabilities, strict=False)) if classes else []
+    except tryit.NotServing as exc:
+        context["error"] = str(exc)
+    return render(request, "appstore/partials/try_it.html", context)

@@ -5,6 +5,8 @@ and the service's model server answers a prediction."""
 from __future__ import annotations
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from apps.appstore.services import install
 from apps.jobs.services import start_run
@@ -58,3 +60,16 @@ def test_the_tabular_app_installs_into_a_fresh_project_and_serves_its_model(api_
     status, body = post_json(f"{replica.upstream}/v2/models/{service.name}/infer", infer_body())
     assert status == 200, body
     assert predictions(body) == ["setosa", "virginica", "versicolor"]
+
+    # "Try it": a form from the model's signature (the training columns by name), answered by the service.
+    client = Client()
+    client.force_login(owner)
+    url = reverse("appstore:installation-try", kwargs={"project": "fresh", "pk": installation.pk})
+    page = client.get(url).content.decode()
+    for column in ("sepal_length", "sepal_width", "petal_length", "petal_width"):
+        assert f'name="{column}"' in page
+    answer = client.post(
+        url, {"sepal_length": "6.7", "sepal_width": "3.0", "petal_length": "5.2", "petal_width": "2.3"}
+    )
+    assert "Prediction: <strong>virginica</strong>" in answer.content.decode()
+    assert client.post(url, {"sepal_length": "x"}).content.decode().count("invalid-feedback") == 4
