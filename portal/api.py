@@ -4,6 +4,7 @@ every list endpoint."""
 from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.urls import router as accounts_router
+from apps.appstore.api.urls import router as appstore_router
 from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
 from apps.jobs.api.urls import router as jobs_router
@@ -23,6 +24,7 @@ APP_ROUTERS = [
     audit_router,
     notebooks_router,
     serving_router,
+    appstore_router,
 ]
 
 router = DefaultRouter()

@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.notebooks",
     "apps.serving",
+    "apps.appstore",
     "apps.console",
 ]
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.services import create_token, notify
+from apps.appstore.models import App, Installation
+from apps.appstore.services import add_version, install
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
@@ -20,6 +22,7 @@ from apps.runtime.models import Cluster, ProjectCluster
 from apps.serving.models import InferenceService, Revision
 from tests import factories as dataset_factories
 from tests import factories as tracking_factories
+from tests.appstore.factories import tiny_bundle
 from tests.factories import ProjectFactory, UserFactory, add_member, pipeline, python_template
 from tests.runtime.factories import ClusterFactory, bind
 
@@ -98,4 +101,14 @@ PROJECT_OBJECT_MAKERS[InferenceService] = lambda project, owner: InferenceServic
 )
 PROJECT_OBJECT_MAKERS[Revision] = lambda project, owner: Revision.objects.create(
     service=PROJECT_OBJECT_MAKERS[InferenceService](project, owner), number=1, status=Revision.Status.RETIRED
+)
+
+# The app store (apps.appstore): an installation of a small app, and an app a user's project published.
+PROJECT_OBJECT_MAKERS[Installation] = lambda project, owner: install(
+    add_version(tiny_bundle()), project, owner, name=f"tiny-{Installation.objects.count()}"
+)
+USER_OBJECT_MAKERS[App] = lambda user: (
+    add_version(
+        tiny_bundle(), project=ProjectFactory(owner=user, slug=f"publisher-{user.pk}", name=f"Publisher {user.pk}")
+    ).app
 )

@@ -87,6 +87,17 @@ def test_it_loads_the_mlflow_model_the_template_writes(template_output, tmp_path
     assert predictor.platform == "sklearn"
     assert predictor.parameters["source"] == "mlflow"
     assert load(folder).run(iris[0][:5], ("predict",))["predict"].tolist() == estimator.predict(iris[0][:5]).tolist()
+    assert predictor.feature_names is None  # no columns given: no signature
+
+
+def test_the_template_names_its_training_columns_in_a_signature(template_output, tmp_path):
+    from apps.jobs.builtin_tasks.sklearn_train import mlflow_model_dir
+
+    estimator = joblib.load(template_output / "model.joblib")
+    columns = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+    predictor = load(mlflow_model_dir(estimator, tmp_path, columns))
+    assert predictor.feature_names == columns
+    assert (predictor.input.datatype, predictor.input.shape) == ("FP64", (-1, 4))
 
 
 SAVE_WITH_MLFLOW = textwrap.dedent(

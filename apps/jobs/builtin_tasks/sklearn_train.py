@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(out / "params.json", record)
     log(f"saved {out / 'model.joblib'} and {out / 'params.json'}")
-    track(estimator, args.model, params, train_accuracy, x, y)
+    track(estimator, args.model, params, train_accuracy, x, y, features)
     return 0
 
 
@@ -123,9 +123,11 @@ def accuracy_curve(estimator: Any, x: Any, y: list[Any], points: int = 100) -> d
     return curve
 
 
-def mlflow_model_dir(estimator: Any, root: Path) -> Path:
+def mlflow_model_dir(estimator: Any, root: Path, features: list[str] | None = None) -> Path:
     """The model as an MLflow Model folder (MLmodel + model.pkl), loadable by `mlflow.pyfunc.load_model`
-    and by the portal's model server. MLmodel is written as JSON, which is valid YAML."""
+    and by the portal's model server. MLmodel is written as JSON, which is valid YAML. With `features` (the training
+    columns), MLmodel has a column signature: the model server then names them in its metadata, and the app store's
+    "Try it" form asks for each by name."""
     import pickle
     import platform
     import uuid
@@ -158,6 +160,9 @@ def mlflow_model_dir(estimator: Any, root: Path) -> Path:
         "model_uuid": uuid.uuid4().hex,
         "utc_time_created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),
     }
+    if features:
+        columns = [{"type": "double", "name": name, "required": True} for name in features]
+        mlmodel["signature"] = {"inputs": json.dumps(columns), "outputs": None}
     (folder / "MLmodel").write_text(json.dumps(mlmodel, indent=2) + "\n")
     python_env = {
         "python": platform.python_version(),
@@ -168,7 +173,15 @@ def mlflow_model_dir(estimator: Any, root: Path) -> Path:
     return folder
 
 
-def track(estimator: Any, model: str, params: dict[str, Any], train_accuracy: float, x: Any, y: list[Any]) -> None:
+def track(
+    estimator: Any,
+    model: str,
+    params: dict[str, Any],
+    train_accuracy: float,
+    x: Any,
+    y: list[Any],
+    features: list[str] | None = None,
+) -> None:
     """Record the training in the tracking API when MLFLOW_TRACKING_URI is set (the portal sets it): params,
     train_accuracy (over a forest's trees: `accuracy_curve`; else one value) and the model as an MLflow Model;
     writes tracking.json for the next nodes (evaluate, register). A tracking failure is a warning, not a failed
@@ -192,7 +205,7 @@ def track(estimator: Any, model: str, params: dict[str, Any], train_accuracy: fl
             metrics={} if curve else {"train_accuracy": train_accuracy},
             history={"train_accuracy": curve} if curve else None,
         )
-        tracking.upload(info["artifact_uri"], mlflow_model_dir(estimator, out / "mlflow"), "model")
+        tracking.upload(info["artifact_uri"], mlflow_model_dir(estimator, out / "mlflow", features), "model")
         tracking.end_run(info["run_id"])
     except TrackingError as exc:
         log(f"warning: tracking failed: {exc}")

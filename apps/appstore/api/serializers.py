@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from rest_framework import serializers
+
+from apps.appstore import services
+from apps.appstore.models import App, AppVersion, Installation, InstalledObject
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
+
+
+class AppVersionSerializer(StrictModelSerializer):
+    creates = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AppVersion
+        fields = ["id", "version", "digest", "manifest", "readme", "created_at", "creates"]
+        read_only_fields = fields
+
+    def get_creates(self, version: AppVersion) -> list[dict[str, str]]:
+        return [{"kind": kind, "description": text} for kind, text in services.plan(version)]
+
+
+class AppSerializer(StrictModelSerializer):
+    """A catalogue entry with its newest version's metadata; `versions` on the detail."""
+
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    latest = serializers.SerializerMethodField()
+
+    class Meta:
+        model = App
+        fields = ["id", "name", "project", "visibility", "builtin", "created_at", "latest"]
+        read_only_fields = fields
+
+    def get_latest(self, app: App) -> dict[str, Any] | None:
+        latest = app.latest
+        return None if latest is None else {"version": latest.version, "digest": latest.digest, **latest.metadata}
+
+
+class InstalledObjectSerializer(StrictModelSerializer):
+    class Meta:
+        model = InstalledObject
+        fields = ["kind", "name", "object_id"]
+        read_only_fields = fields
+
+
+class InstallationSerializer(StrictModelSerializer):
+    """An installation. Create: `project`, `app` (a name), optionally `version` (default the newest), `name` and
+    `parameters`; the install is all or nothing, and its errors name the manifest field or parameter at fault."""
+
+    project = VisibleProjectField()
+    app = serializers.CharField(write_only=True)
+    version = serializers.CharField(write_only=True, required=False)
+    app_name = serializers.CharField(source="app_version.app.name", read_only=True)
+    app_version_number = serializers.CharField(source="app_version.version", read_only=True)
+    name = serializers.CharField(required=False, allow_blank=True)
+    parameters = serializers.JSONField(required=False)
+    created = InstalledObjectSerializer(many=True, read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Installation
+        fields = ["id", "project", "app", "version", "app_name", "app_version_number", "name", "parameters",
+                  "created", "created_by", "created_at", "updated_at"]  # fmt: skip
+        read_only_fields = ["created_by", "created_at", "updated_at"]
+        validators: list[Any] = []
+        extra_kwargs = {"name": {"validators": []}}
+
+
+class UninstallSerializer(StrictSerializer):
+    delete_data = serializers.BooleanField(default=False, help_text=_("Also delete datasets and trained models."))

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, permissions, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+
+from apps.appstore import services
+from apps.appstore.api.serializers import (
+    AppSerializer,
+    AppVersionSerializer,
+    InstallationSerializer,
+    UninstallSerializer,
+)
+from apps.appstore.filters import AppFilterSet, InstallationFilterSet
+from apps.appstore.models import App, Installation
+from apps.projects.api.base import ProjectScopedGenericViewSet, TokenScopePermission
+
+
+class AppViewSet(viewsets.ReadOnlyModelViewSet):
+    """The app catalogue: built-in apps and approved public ones for everyone, a project's own apps for its
+    members (anything else is 404). `GET /apps/<id>/versions/` lists the versions with what each creates;
+    `GET /apps/<id>/bundle/?version=` downloads a version's zip (its SHA-256 in the `Digest` header)."""
+
+    queryset = App.objects.all()
+    serializer_class = AppSerializer
+    permission_classes = [permissions.IsAuthenticated, TokenScopePermission]
+    filterset_class = AppFilterSet
+    ordering_fields = ["name", "created_at"]
+
+    def get_queryset(self) -> QuerySet[App]:
+        return App.objects.visible_to(self.request.user).select_related("project").order_by("name", "pk")
+
+    @extend_schema(responses={200: AppVersionSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def versions(self, request: Request, pk: str | None = None) -> HttpResponse:
+        from rest_framework.response import Response
+
+        app = self.get_object()
+        return Response(AppVersionSerializer(app.versions.all(), many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("version", str, description="default: the newest")],
+        responses={(200, "application/zip"): bytes},
+    )
+    @action(detail=True, methods=["get"])
+    def bundle(self, request: Request, pk: str | None = None) -> HttpResponse:
+        from django.http import Http404
+
+        app = self.get_object()
+        wanted = request.query_params.get("version")
+        version = app.versions.filter(version=wanted).first() if wanted else app.latest
+        if version is None:
+            raise Http404
+        response = HttpResponse(bytes(version.bundle), content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{app.name}-{version.version}.zip"'
+        response["Digest"] = f"sha-256={version.digest}"
+        return response
+
+
+class InstallationViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    ProjectScopedGenericViewSet,
+):
+    """Apps installed in your projects. POST installs (all or nothing); DELETE uninstalls what it created, keeping
+    datasets and trained models unless `?delete_data=true`."""
+
+    queryset = Installation.objects.select_related("project", "app_version__app", "created_by").prefetch_related(
+        "created"
+    )
+    serializer_class = InstallationSerializer
+    filterset_class = InstallationFilterSet
+    search_fields = ["name", "app_version__app__name"]
+    ordering_fields = ["name", "created_at"]
+
+    def create(self, request: Request, *args, **kwargs):
+        self.precheck_project()
+        return super().create(request, *args, **kwargs)
+
+    def perform_create(self, serializer: InstallationSerializer) -> None:
+        data = serializer.validated_data
+        project = data["project"]
+        self.check_project(project)
+        version = services.resolve_app_version(self.request.user, project, data["app"], data.get("version"))
+        serializer.instance = services.install(
+            version, project, self.request.user, name=data.get("name", ""), parameters=data.get("parameters")
+        )
+
+    @extend_schema(parameters=[OpenApiParameter("delete_data", bool)])
+    def destroy(self, request: Request, *args, **kwargs):
+        return super().destroy(request, *args, **kwargs)
+
+    def perform_destroy(self, instance: Installation) -> None:
+        options = UninstallSerializer(data={"delete_data": self.request.query_params.get("delete_data", False)})
+        options.is_valid(raise_exception=True)
+        services.uninstall(instance, delete_data=options.validated_data["delete_data"])

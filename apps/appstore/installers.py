@@ -1,0 +1,273 @@
+"""What an app creates, one installer per kind of object (a section of the manifest's `spec`).
+
+The built-in installers create datasets, job templates, registered models, pipelines, inference services and
+notebooks through the same services the pages use, so every rule of those apps holds. Apps above the app store's
+dependencies that make their own objects (labeling projects, knowledge bases) register an installer for their
+section with `register_installer` from their `AppConfig.ready()`; until one is registered, a manifest naming that
+section is refused ("nothing installs it").
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+
+@dataclass
+class InstallContext:
+    """What an installer needs: where, by whom, the bundle's files, what was made so far (by kind and name), and
+    the clean-ups of anything written outside the database, run when the install fails."""
+
+    project: Any
+    user: Any
+    install: str
+    files: dict[str, bytes]
+    made: dict[tuple[str, str], Any] = field(default_factory=dict)
+    undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def find(self, kind: str, name: str) -> Any:
+        return self.made.get((kind, name))
+
+
+class Installer(Protocol):
+    """Creates one object of a manifest section and removes it again."""
+
+    kind: str
+    order: int  # sections are installed in ascending order, removed in descending order
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any: ...
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        """Remove `obj` (True) or keep it as data (False)."""
+        ...
+
+    def describe(self, entry: dict[str, Any]) -> str: ...
+
+
+_INSTALLERS: dict[str, Installer] = {}
+
+
+def register_installer(installer: Installer) -> None:
+    _INSTALLERS[installer.kind] = installer
+
+
+def installer_kinds() -> list[str]:
+    return sorted(_INSTALLERS, key=lambda kind: _INSTALLERS[kind].order)
+
+
+def get_installer(kind: str) -> Installer:
+    return _INSTALLERS[kind]
+
+
+def prefixed(exc: ValidationError, where: str) -> ValidationError:
+    """A service's field errors moved under the manifest entry that caused them (`spec.services[0].name`)."""
+    if hasattr(exc, "error_dict"):
+        return ValidationError({f"{where}.{key}": messages for key, messages in exc.message_dict.items()})
+    return ValidationError({where: exc.messages})
+
+
+# --- The built-in installers ------------------------------------------------------------------------------------
+
+
+class DatasetInstaller:
+    """`datasets`: a dataset whose first version holds the bundle's `files` (paths kept below the entry's `strip`
+    prefix). Uninstall keeps it unless asked (it is data)."""
+
+    kind, order = "datasets", 10
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.datasets import services
+        from apps.datasets.blobs import sha256_of
+
+        fields = {k: entry[k] for k in ("description", "licence", "source") if k in entry}
+        dataset = services.create_dataset(
+            ctx.project, ctx.user, name=entry["name"], tags=entry.get("tags", []), **fields
+        )
+        strip = entry.get("strip", "")
+        with tempfile.TemporaryDirectory() as tmp:
+            shas = set()
+            for path in entry.get("files", []):
+                target = Path(tmp) / path.removeprefix(strip)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(ctx.files[path])
+                shas.add(sha256_of(target))
+            # Blobs are stored outside the database: the ones no version keeps go when the install fails.
+            ctx.undo.append(lambda: services.purge_blobs(shas))
+            services.version_from_directory(dataset, Path(tmp), user=ctx.user, message=_("Installed from an app"))
+        return dataset
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        from apps.datasets.services import delete_dataset
+
+        if delete_data:
+            delete_dataset(obj, force=True)
+        return delete_data
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return _("Dataset “%(name)s” (%(count)s files)") % {"name": entry["name"], "count": len(entry.get("files", []))}
+
+
+class TemplateInstaller:
+    """`templates`: a job template of the project (version 1, or the next version of one of that slug)."""
+
+    kind, order = "templates", 20
+    FIELDS = ("name", "category", "description", "image", "command", "workdir", "env", "args_schema", "resources",
+              "kind", "framework", "replicas", "timeout")  # fmt: skip
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.jobs.models import JobTemplate
+        from apps.jobs.services import create_template
+
+        fields = {k: entry[k] for k in self.FIELDS if k in entry}
+        candidate = JobTemplate(project=ctx.project, slug=entry["slug"], **dict(fields.items()))
+        candidate.full_clean(exclude=["project"], validate_unique=False, validate_constraints=False)
+        return create_template(project=ctx.project, slug=entry["slug"], **fields)
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        obj.delete()  # frozen runs keep their own copy of what they ran
+        return True
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return _("Job template “%(slug)s”") % {"slug": entry["slug"]}
+
+
+class ModelInstaller:
+    """`models`: a registered model (the pipeline registers versions into it; a service follows its alias).
+    Uninstall keeps it and its trained versions unless asked."""
+
+    kind, order = "models", 30
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.models import registry
+        from apps.models.errors import TrackingError
+
+        try:
+            return registry.create_registered_model(
+                ctx.project, entry["name"], description=entry.get("description", "")
+            )
+        except TrackingError as exc:
+            raise ValidationError({f"{where}.name": [str(exc.message if hasattr(exc, "message") else exc)]}) from None
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        from apps.models.registry import delete_registered_model
+
+        if delete_data or not obj.versions.exists():
+            delete_registered_model(obj)
+            return True
+        return False
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return _("Registered model “%(name)s”") % {"name": entry["name"]}
+
+
+class PipelineInstaller:
+    """`pipelines`: a pipeline, validated as the editor's save validates it. Its runs stay after an uninstall."""
+
+    kind, order = "pipelines", 40
+    SPEC_KEYS = ("nodes", "parallelism", "failure_policy", "env", "priority", "params")
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.jobs.services import save_pipeline
+
+        spec = {k: entry[k] for k in self.SPEC_KEYS if k in entry}
+        return save_pipeline(
+            ctx.project, ctx.user, name=entry["name"], spec=spec, description=entry.get("description", "")
+        )
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        obj.delete()  # runs keep their frozen spec (pipeline SET_NULL)
+        return True
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return _("Pipeline “%(name)s” (%(count)s steps)") % {"name": entry["name"], "count": len(entry["nodes"])}
+
+
+class ServiceInstaller:
+    """`services`: an inference service of a model the app registers, following an alias (it waits, saying so,
+    until the pipeline sets the alias, then deploys) or pinned to a version."""
+
+    kind, order = "services", 50
+    SETTINGS = ("description", "cpu", "memory", "gpu", "min_replicas", "max_replicas", "scale_target")
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.models.models import RegisteredModel
+        from apps.serving.services import create_service
+
+        model = (
+            ctx.find("models", entry["model"])
+            or RegisteredModel.objects.filter(project=ctx.project, name=entry["model"]).first()
+        )
+        if model is None:
+            raise ValidationError({f"{where}.model": [_("No registered model “%(name)s”.") % {"name": entry["model"]}]})
+        values = {k: entry[k] for k in self.SETTINGS if k in entry}
+        return create_service(
+            ctx.project,
+            ctx.user,
+            name=entry["name"],
+            allow_waiting=True,
+            registered_model=model,
+            follow_alias=entry.get("alias", "staging"),
+            **values,
+        )
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        from apps.serving.services import delete_service
+
+        delete_service(obj)
+        return True
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return _("Inference service “%(name)s” serving “%(model)s”@%(alias)s") % {
+            "name": entry["name"], "model": entry["model"], "alias": entry.get("alias", "staging"),
+        }  # fmt: skip
+
+
+class NotebookInstaller:
+    """`notebooks`: a (stopped) notebook of the installing user, with the bundle's starter files copied into their
+    folder under `<install>/`. Uninstall removes the notebook; the files are the user's and stay unless asked."""
+
+    kind, order = "notebooks", 60
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.notebooks import workspace
+        from apps.notebooks.services import create_notebook
+
+        values = {k: entry[k] for k in ("cpu", "memory") if k in entry}
+        notebook = create_notebook(ctx.project, ctx.user, name=entry["name"], **values)
+        folder = workspace.home_dir(ctx.project, ctx.user) / ctx.install
+        if folder.exists():
+            raise ValidationError(
+                {f"{where}.files": [_("The folder “%(name)s” exists already.") % {"name": ctx.install}]}
+            )
+        ctx.undo.append(lambda: shutil.rmtree(folder, ignore_errors=True))
+        workspace.prepare(ctx.project, ctx.user)
+        for path in entry.get("files", []):
+            target = folder / Path(path).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(ctx.files[path])
+        return notebook
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        from apps.notebooks.services import delete_notebook
+
+        delete_notebook(obj)
+        return True
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return _("Notebook “%(name)s” with %(files)s") % {
+            "name": entry["name"],
+            "files": ", ".join(entry.get("files", [])),
+        }
+
+
+def register_builtin_installers() -> None:
+    for installer in (DatasetInstaller(), TemplateInstaller(), ModelInstaller(), PipelineInstaller(),
+                      ServiceInstaller(), NotebookInstaller()):  # fmt: skip
+        register_installer(installer)

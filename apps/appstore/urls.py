@@ -1,0 +1,19 @@
+from django.urls import path
+
+from apps.appstore import views
+
+app_name = "appstore"
+
+urlpatterns = [
+    path("apps/", views.app_list, name="app-list"),
+    path("apps/<int:pk>/", views.app_detail, name="app-detail"),
+    path("p/<slug:project>/apps/install/", views.app_install, name="app-install"),
+    path("p/<slug:project>/apps/installed/<int:pk>/", views.installation_detail, name="installation-detail"),
+    path("p/<slug:project>/apps/installed/<int:pk>/run/", views.installation_run, name="installation-run"),
+    path("p/<slug:project>/apps/installed/<int:pk>/try/", views.installation_try, name="installation-try"),
+    path(
+        "p/<slug:project>/apps/installed/<int:pk>/uninstall/",
+        views.installation_uninstall,
+        name="installation-uninstall",
+    ),
+]

@@ -1,0 +1,167 @@
+"""App store pages: the catalogue (cards, search, filters), an app's page (README, versions, what it creates,
+resources), installing into a project (a form generated from the app's parameter schema), an installation's page
+(what it made, its pipeline's last run and its service, Run and Uninstall)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
+
+from apps.appstore import services, tryit
+from apps.appstore.filters import AppFilterSet
+from apps.appstore.forms import InstallNameForm, parameter_form, parameter_values
+from apps.appstore.models import App, Installation
+from apps.jobs.models import PipelineRun
+from apps.jobs.services import start_run
+from apps.models.views.markdown import render_markdown
+from apps.projects.access import project_view
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm, projects_for
+from portal.lib.forms import add_service_errors
+
+
+def _categories(apps: list[App]) -> list[str]:
+    return sorted({(a.latest.metadata.get("category") or "") for a in apps if a.latest} - {""})
+
+
+@login_required
+@require_GET
+def app_list(request: HttpRequest) -> HttpResponse:
+    visible = App.objects.visible_to(request.user).select_related("project").prefetch_related("versions")
+    filterset = AppFilterSet(request.GET, queryset=visible.order_by("name", "pk"))
+    apps = list(filterset.qs)
+    context = {"apps": apps, "filter": filterset, "categories": _categories(list(visible))}
+    return render(request, "appstore/app_list.html", context)
+
+
+@login_required
+@require_GET
+def app_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    app = get_object_or_404(App.objects.visible_to(request.user), pk=pk)
+    version = app.latest
+    if version is None:
+        raise Http404
+    projects = projects_for(request.user, CONTRIBUTE).order_by("name")
+    context = {
+        "app": app,
+        "version": version,
+        "readme": render_markdown(version.readme),
+        "plan": services.plan(version),
+        "versions": app.versions.all(),
+        "projects": projects,
+    }
+    return render(request, "appstore/app_detail.html", context)
+
+
+@project_view(CONTRIBUTE)
+def app_install(request: HttpRequest, project: Project) -> HttpResponse:
+    """Without `?app=`: the catalogue to choose from; with it, the app's install form."""
+    ref = request.GET.get("app", "")
+    if not ref:
+        apps = App.objects.visible_to(request.user).prefetch_related("versions").order_by("name")
+        return render(request, "appstore/install_pick.html", {"project": project, "apps": apps})
+    app = App.objects.visible_to(request.user).filter(pk=int(ref) if ref.isdigit() else -1).first()
+    if app is None or app.latest is None:
+        raise Http404
+    version = app.latest
+    name_form = InstallNameForm(request.POST or None, initial={"name": app.name})
+    name = request.POST.get("name") or app.name
+    form = parameter_form(version, name, request.POST or None)
+    if request.method == "POST" and name_form.is_valid() and form.is_valid():
+        try:
+            installation = services.install(
+                version, project, request.user, name=name_form.cleaned_data["name"], parameters=parameter_values(form)
+            )
+        except ValidationError as exc:
+            _spread_errors(name_form, form, exc)
+        else:
+            messages.success(
+                request, _("Installed %(app)s as “%(name)s”.") % {"app": app.name, "name": installation.name}
+            )
+            return redirect("appstore:installation-detail", project=project.slug, pk=installation.pk)
+    context = {"project": project, "app": app, "version": version, "name_form": name_form, "form": form,
+               "plan": services.plan(version)}  # fmt: skip
+    return render(request, "appstore/install_form.html", context)
+
+
+def _spread_errors(name_form, form, exc: ValidationError) -> None:
+    """The service's errors on the field they name; the manifest's (`spec.…`) on the form as a whole."""
+    for key, messages_ in exc.message_dict.items():
+        if key == "name":
+            add_service_errors(name_form, ValidationError({"name": messages_}))
+        elif key.startswith("parameters.") and key.removeprefix("parameters.") in form.fields:
+            for message in messages_:
+                form.add_error(key.removeprefix("parameters."), message)
+        else:
+            for message in messages_:
+                form.add_error(None, f"{key}: {message}")
+
+
+@project_view(VIEW, model=Installation, methods=("GET",))
+def installation_detail(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
+    pipelines = installation.objects_of("pipelines")
+    services_ = installation.objects_of("services")
+    runs = PipelineRun.objects.filter(pipeline__in=pipelines).order_by("-number")[:5] if pipelines else []
+    context = {
+        "project": project,
+        "installation": installation,
+        "created": installation.created.select_related("content_type"),
+        "pipelines": pipelines,
+        "services": services_,
+        "runs": runs,
+        "can_contribute": has_project_perm(request.user, project, CONTRIBUTE),
+    }
+    return render(request, "appstore/installation_detail.html", context)
+
+
+@project_view(CONTRIBUTE, model=Installation, methods=("POST",))
+def installation_run(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
+    pipelines = installation.objects_of("pipelines")
+    if not pipelines:
+        messages.error(request, _("This app has no pipeline to run."))
+    else:
+        try:
+            run = start_run(pipelines[0], request.user, trigger="manual")
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        else:
+            messages.success(request, _("Started %(run)s.") % {"run": run})
+    return redirect("appstore:installation-detail", project=project.slug, pk=installation.pk)
+
+
+@project_view(CONTRIBUTE, model=Installation, methods=("POST",))
+def installation_uninstall(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
+    kept = services.uninstall(installation, delete_data=request.POST.get("delete_data") == "1")
+    text = _("Uninstalled “%(name)s”.") % {"name": installation.name}
+    if kept:
+        text += " " + _("Kept: %(kept)s.") % {"kept": ", ".join(kept)}
+    messages.success(request, text)
+    return redirect("appstore:app-install", project=project.slug)
+
+
+@project_view(VIEW, model=Installation)
+def installation_try(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
+    """The demo form of the installation's service (inputs from the model's signature) and its prediction."""
+    services_ = installation.objects_of("services")
+    context: dict = {"project": project, "installation": installation, "service": services_[0] if services_ else None}
+    if not services_:
+        context["error"] = _("This app has no service to try.")
+        return render(request, "appstore/partials/try_it.html", context)
+    try:
+        point = tryit.endpoint(services_[0])
+        form = tryit.demo_form_class(point)(request.POST if request.method == "POST" else None)
+        context["form"] = form
+        if request.method == "POST" and form.is_valid():
+            prediction = tryit.predict(point, form.cleaned_data)
+            classes = (point.metadata.get("parameters") or {}).get("classes") or []
+            probabilities = (prediction.get("predict_proba") or [[]])[0]
+            context["prediction"] = prediction
+            context["probabilities"] = list(zip(classes, probabilities, strict=False)) if classes else []
+    except tryit.NotServing as exc:
+        context["error"] = str(exc)
+    return render(request, "appstore/partials/try_it.html", context)
