@@ -14,6 +14,7 @@ from apps.accounts.services import create_token, notify
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.labeling.models import LabelingProject, LabelingTask
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
@@ -98,4 +99,21 @@ PROJECT_OBJECT_MAKERS[InferenceService] = lambda project, owner: InferenceServic
 )
 PROJECT_OBJECT_MAKERS[Revision] = lambda project, owner: Revision.objects.create(
     service=PROJECT_OBJECT_MAKERS[InferenceService](project, owner), number=1, status=Revision.Status.RETIRED
+)
+
+
+def make_labeling_project(project: Project, owner: Any) -> LabelingProject:
+    """A labeling project row without a Label Studio project (ls_project_id None: nothing to reach there)."""
+    version = dataset_factories.dataset_version(
+        dataset_factories.dataset(project, owner, name=f"dl-{Dataset.objects.count()}"), {"a.png": b"png"}
+    )
+    return LabelingProject.objects.create(
+        project=project, name=f"lp-{LabelingProject.objects.count()}", dataset_version=version,
+        kind=LabelingProject.Kind.IMAGE_CLASSIFICATION, labels=["a"], label_config="<View/>",
+    )  # fmt: skip
+
+
+PROJECT_OBJECT_MAKERS[LabelingProject] = make_labeling_project
+PROJECT_OBJECT_MAKERS[LabelingTask] = lambda project, owner: LabelingTask.objects.create(
+    labeling_project=make_labeling_project(project, owner), path="a.png"
 )
