@@ -595,5 +595,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": globals()["PORTAL_KUBE_INVENTORY"],
         "options": {"expires": globals()["PORTAL_KUBE_INVENTORY"]},
     },
+    # Labeling projects' progress read back from Label Studio: repairs webhooks that never arrived.
+    "reconcile-labeling": {"task": "apps.labeling.tasks.reconcile", "schedule": 60.0, "options": {"expires": 60.0}},
     "repair-kube-workloads": {"task": "apps.runtime.tasks.kube_repair", "schedule": 60.0, "options": {"expires": 60.0}},
 }

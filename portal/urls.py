@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from apps.accounts.api.views import ProfileView
 from apps.accounts.views import set_language
 from apps.labeling import media as labeling_media
+from apps.labeling import webhooks as labeling_webhooks
 from apps.notebooks.proxy import notebook_proxy
 from portal.api import router
 from portal.health import healthz, readyz
@@ -36,6 +37,7 @@ urlpatterns = [
     path("notebook/<int:pk>/<path:path>", notebook_proxy, name="notebook-proxy"),
     # Signed, expiring links to one labeling task's file, for Label Studio (apps/labeling/media.py).
     path("labeling/media/<str:token>", labeling_media.serve, name="labeling-media"),
+    path("labeling/webhook/<int:pk>", labeling_webhooks.receive, name="labeling-webhook"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="prometheus-django-metrics"),  # not public: portal/metrics.py

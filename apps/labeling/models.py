@@ -72,6 +72,9 @@ class LabelingProject(models.Model):
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.CREATING)
     reason = models.TextField(_("reason"), blank=True)
     task_count = models.PositiveIntegerField(_("tasks"), default=0)
+    # What the last sync read from Label Studio (sync.py): labeled/skipped/total, per annotator, agreement.
+    progress = models.JSONField(_("progress"), default=dict, blank=True)
+    synced_at = models.DateTimeField(_("synced at"), null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 
 from apps.datasets import blobs
 from apps.datasets.models import DatasetVersion, VersionFile
-from apps.labeling import configs, server
+from apps.labeling import configs, server, sync
 from apps.labeling.client import LabelStudio, LabelStudioError, error_messages
 from apps.labeling.media import media_url
 from apps.labeling.models import LabelingProject, LabelingTask
@@ -179,6 +179,7 @@ def create_labeling_project(
         row.ls_project_id = created["id"]
         try:
             import_tasks(client, row, tasks, [value for _path, _number, value in sources], key)
+            sync.register_webhook(client, row, settings.LABELING_PORTAL_URL)
         except BaseException:
             try:
                 client.delete_project(created["id"])
