@@ -14,7 +14,7 @@ from apps.accounts.services import create_token, notify
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
-from apps.labeling.models import LabelingProject, LabelingTask
+from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
@@ -116,4 +116,10 @@ def make_labeling_project(project: Project, owner: Any) -> LabelingProject:
 PROJECT_OBJECT_MAKERS[LabelingProject] = make_labeling_project
 PROJECT_OBJECT_MAKERS[LabelingTask] = lambda project, owner: LabelingTask.objects.create(
     labeling_project=make_labeling_project(project, owner), path="a.png"
+)
+PROJECT_OBJECT_MAKERS[LabelingExport] = lambda project, owner: LabelingExport.objects.create(
+    labeling_project=make_labeling_project(project, owner),
+    version=dataset_factories.dataset_version(
+        dataset_factories.dataset(project, owner, name=f"de-{Dataset.objects.count()}")
+    ),
 )

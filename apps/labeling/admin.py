@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.labeling.models import LabelingProject, LabelingTask, LabelStudioServer
+from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask, LabelStudioServer
 from apps.projects.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline, TenantAdminMixin
 
 
@@ -25,6 +25,12 @@ class LabelingProjectAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmi
     search_fields = ["name", "project__slug"]
     list_select_related = ["project"]
     inlines = [LabelingTaskInline]
+
+
+@admin.register(LabelingExport)
+class LabelingExportAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["labeling_project", "version", "formats", "annotated_tasks", "created_at"]
+    list_select_related = ["labeling_project", "version__dataset"]
 
 
 @admin.register(LabelStudioServer)

@@ -114,3 +114,29 @@ class LabelingTask(models.Model):
     @property
     def project(self):
         return self.labeling_project.project
+
+
+class LabelingExport(models.Model):
+    """Lineage: the dataset version a labeling project's annotations were exported to (never changed after)."""
+
+    labeling_project = models.ForeignKey(LabelingProject, on_delete=models.CASCADE, related_name="exports")
+    version = models.ForeignKey("datasets.DatasetVersion", on_delete=models.PROTECT, related_name="labeling_exports")
+    formats = models.JSONField(_("formats"), default=list)
+    annotated_tasks = models.PositiveIntegerField(_("annotated tasks"), default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+    tenant_path = "labeling_project__project"
+
+    class Meta:
+        ordering = ["labeling_project", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.labeling_project} → {self.version_id}"
+
+    @property
+    def project(self):
+        return self.labeling_project.project

@@ -4,16 +4,21 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from apps.datasets.models import DatasetVersion
-from apps.labeling import services
+from apps.labeling import export, services
 from apps.labeling.api.serializers import LabelingProjectSerializer
 from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
 from apps.labeling.filters import LabelingProjectFilterSet
 from apps.labeling.models import LabelingProject
 from apps.projects.api.base import ProjectScopedViewSet
+from apps.projects.permissions import CONTRIBUTE
 
 
 class LabelStudioDown(APIException):
@@ -37,6 +42,7 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
     search_fields = ["name", "description"]
     ordering_fields = ["name", "created_at", "status"]
     http_method_names = ["get", "post", "delete", "head", "options"]
+    action_perms = {"export": CONTRIBUTE}
 
     def handle_exception(self, exc: Exception) -> Any:
         if isinstance(exc, LabelStudioUnavailable):
@@ -66,3 +72,13 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
 
     def perform_destroy(self, instance: LabelingProject) -> None:
         services.delete_labeling_project(instance)
+
+    @extend_schema(request=None, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def export(self, request: Request, pk: str | None = None) -> Response:
+        """The annotations as a new dataset version (Label Studio JSON, plus COCO and YOLO for boxes or CSV for
+        classification); 400 when nothing is annotated yet."""
+        made = export.export_annotations(self.get_object(), request.user)
+        body = {"version": made.version_id, "ref": made.version.ref, "formats": made.formats,
+                "annotated_tasks": made.annotated_tasks}  # fmt: skip
+        return Response(body, status=status.HTTP_201_CREATED)
