@@ -29,6 +29,7 @@ urlpatterns = [
     path("", include("apps.audit.urls")),
     path("", include("apps.notebooks.urls")),
     path("", include("apps.serving.urls")),
+    path("", include("apps.labeling.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),
