@@ -9,7 +9,10 @@ TRAIN_PY := $(TRAIN_VENV)/bin/python
 PORT ?= 8000
 # The Procfile's processes `make run` starts under portal/supervise.py, which restarts one that exits (with backoff)
 # and reports them in /readyz. The Kubernetes controller (`kube`) starts with the rest when tasks may run on a cluster.
-PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube)
+PROCESSES = web worker beat agent $(if $(or $(filter kubernetes,$(PORTAL_RUNTIME)),$(KUBE)),kube) $(LABELSTUDIO_PROCESS)
+# Label Studio (apps/labeling, docs/labeling.md) runs as one more process, unless labeling is off or the portal is
+# pointed at an existing server (LABEL_STUDIO_URL).
+LABELSTUDIO_PROCESS = $(if $(or $(filter off,$(LABELING)),$(LABEL_STUDIO_URL)),,labelstudio)
 PYTEST_ARGS ?=
 # The state folder and the secret key file, where settings look for them (PORTAL_VAR_DIR, SECRET_KEY_FILE).
 VAR_DIR := $(or $(PORTAL_VAR_DIR),$(CURDIR)/var)
@@ -89,6 +92,13 @@ mlflow2-env: .venv-mlflow2/.installed
 mlserver-env: .venv-mlserver/.installed
 .PHONY: mlserver-env
 
+# Label Studio 1.23 and label-studio-sdk 2.x (~1 GB, ~75 s): they pin Django/DRF/redis versions and numpy<=2.2,
+# which clash with the portal's, so they live in a venv of their own (docs/labeling.md); `make run` starts it.
+.venv-labelstudio/.installed: requirements-labelstudio.txt
+	$(client-venv)
+labelstudio-env: .venv-labelstudio/.installed
+.PHONY: labelstudio-env
+
 # Without SECRET_KEY, settings read this key, generated once (DEBUG stays off): $(SECRET_KEY_FILE), else
 # $(PORTAL_VAR_DIR)/secret_key, else var/secret_key in the checkout — the same order as portal/settings.py.
 secret-key: $(SECRET_KEY_PATH)
@@ -104,7 +114,7 @@ demo: migrate
 	$(PY) manage.py demo
 
 # The demo never blocks the portal: `make run` warns when it cannot be made and starts anyway (`make demo` fails).
-run: migrate vendor-if-needed sandbox-if-possible
+run: migrate vendor-if-needed sandbox-if-possible $(if $(LABELSTUDIO_PROCESS),labelstudio-env)
 	@$(PY) manage.py demo || echo "make run: WARNING: the demo could not be made (see above); starting the portal without it" >&2
 	$(PY) manage.py collectstatic --noinput -v 0
 	@echo ""

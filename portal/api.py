@@ -8,6 +8,7 @@ from apps.appstore.api.urls import router as appstore_router
 from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
 from apps.jobs.api.urls import router as jobs_router
+from apps.labeling.api.urls import router as labeling_router
 from apps.models.api.urls import router as models_router
 from apps.notebooks.api.urls import router as notebooks_router
 from apps.projects.api.urls import router as projects_router
@@ -25,6 +26,7 @@ APP_ROUTERS = [
     notebooks_router,
     serving_router,
     appstore_router,
+    labeling_router,
 ]
 
 router = DefaultRouter()

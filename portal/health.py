@@ -1,5 +1,5 @@
 """/healthz (the process answers) and /readyz (database, broker and channel layer reachable; under `make run`,
-every process of the Procfile running)."""
+every process of the Procfile running; Label Studio's state named under "labelstudio")."""
 
 from __future__ import annotations
 
@@ -134,5 +134,11 @@ async def readyz(request: HttpRequest) -> JsonResponse:
                 name: {key: value for key, value in process.items() if key not in {"pid", "command"}}
                 for name, process in processes.items()
             }
+    if settings.LABELING != "off":
+        # Named, not counted: labeling pages say when Label Studio is down and the rest of the portal works on (under
+        # `make run` its process still counts among "processes" while it starts).
+        from apps.labeling.server import state as labelstudio_state  # only where labeling is on
+
+        body["labelstudio"] = await sync_to_async(labelstudio_state)()
     ready = all(r["ok"] for r in results.values())
     return JsonResponse({"status": "ready" if ready else "not ready", **body}, status=200 if ready else 503)

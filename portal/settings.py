@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "apps.notebooks",
     "apps.serving",
     "apps.appstore",
+    "apps.labeling",
     "apps.console",
 ]
 
@@ -317,6 +318,25 @@ PORTAL_NOTEBOOK_START_TIMEOUT = envint("PORTAL_NOTEBOOK_START_TIMEOUT", 300)  # 
 PORTAL_NOTEBOOK_TOKEN_DAYS = envint("PORTAL_NOTEBOOK_TOKEN_DAYS", 7)  # the injected API token's life (revoked at stop)
 # The code-server binary that VS Code notebooks run; empty: VS Code is refused (it is not installed here).
 PORTAL_CODE_SERVER = envstr("PORTAL_CODE_SERVER")
+
+# --- Labeling (apps/labeling; docs/labeling.md) ---------------------------------------------------------------
+# "off" leaves Label Studio out: `make run` does not start it and the labeling pages say labeling is off.
+LABELING = envstr("LABELING", "on").strip().lower()
+if LABELING not in {"on", "off"}:
+    raise ImproperlyConfigured(f"LABELING must be 'on' or 'off'; got {LABELING!r}")
+# An existing Label Studio server (and its access token, or the file holding it); empty: the one `make run` starts
+# on 127.0.0.1:LABEL_STUDIO_PORT, provisioned by `manage.py runlabelstudio` (its token stored encrypted).
+LABEL_STUDIO_URL = envstr("LABEL_STUDIO_URL").rstrip("/")
+LABEL_STUDIO_TOKEN = envsecret("LABEL_STUDIO_TOKEN")
+LABEL_STUDIO_PORT = envint("LABEL_STUDIO_PORT", 8090)
+# The venv Label Studio runs from (`make labelstudio-env`) and its data folder (SQLite database, uploads).
+LABEL_STUDIO_VENV = Path(envstr("LABEL_STUDIO_VENV", str(BASE_DIR / ".venv-labelstudio")))
+LABEL_STUDIO_DATA_DIR = Path(envstr("LABEL_STUDIO_DATA_DIR", str(VAR_DIR / "labelstudio")))
+LABEL_STUDIO_TIMEOUT = envint("LABEL_STUDIO_TIMEOUT", 30)  # seconds for one call to Label Studio
+# The address Label Studio reaches the portal at (signed media URLs, webhooks); default: the local web process.
+LABELING_PORTAL_URL = envstr("LABELING_PORTAL_URL", f"http://127.0.0.1:{envint('PORTAL_PORT', 8000)}").rstrip("/")
+LABELING_MEDIA_URL_TTL = envint("LABELING_MEDIA_URL_TTL", 7 * 24 * 3600)  # seconds a signed media URL is valid
+LABELING_IMPORT_BATCH = envint("LABELING_IMPORT_BATCH", 1000)  # tasks per import request
 
 # --- Serving router (/serving/<project>/<service>/…; apps/serving/router, docs/serving-router.md) -----------
 # Seconds a service's routing table (ready replicas, canary/shadow weights) and an auth decision are cached per
@@ -576,5 +596,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": globals()["PORTAL_KUBE_INVENTORY"],
         "options": {"expires": globals()["PORTAL_KUBE_INVENTORY"]},
     },
+    # Labeling projects' progress read back from Label Studio: repairs webhooks that never arrived.
+    "reconcile-labeling": {"task": "apps.labeling.tasks.reconcile", "schedule": 60.0, "options": {"expires": 60.0}},
     "repair-kube-workloads": {"task": "apps.runtime.tasks.kube_repair", "schedule": 60.0, "options": {"expires": 60.0}},
 }

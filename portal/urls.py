@@ -5,6 +5,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from apps.accounts.api.views import ProfileView
 from apps.accounts.views import set_language
+from apps.labeling import media as labeling_media
+from apps.labeling import webhooks as labeling_webhooks
 from apps.notebooks.proxy import notebook_proxy
 from portal.api import router
 from portal.health import healthz, readyz
@@ -28,12 +30,16 @@ urlpatterns = [
     path("", include("apps.notebooks.urls")),
     path("", include("apps.serving.urls")),
     path("", include("apps.appstore.urls")),
+    path("", include("apps.labeling.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),
     # The notebook proxy: every method and path under a notebook server's base URL (apps/notebooks/proxy.py).
     path("notebook/<int:pk>/", notebook_proxy, name="notebook-proxy"),
     path("notebook/<int:pk>/<path:path>", notebook_proxy, name="notebook-proxy"),
+    # Signed, expiring links to one labeling task's file, for Label Studio (apps/labeling/media.py).
+    path("labeling/media/<str:token>", labeling_media.serve, name="labeling-media"),
+    path("labeling/webhook/<int:pk>", labeling_webhooks.receive, name="labeling-webhook"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="prometheus-django-metrics"),  # not public: portal/metrics.py

@@ -16,6 +16,7 @@ from apps.appstore.services import add_version, install
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
@@ -111,4 +112,27 @@ USER_OBJECT_MAKERS[App] = lambda user: (
     add_version(
         tiny_bundle(), project=ProjectFactory(owner=user, slug=f"publisher-{user.pk}", name=f"Publisher {user.pk}")
     ).app
+)
+
+
+def make_labeling_project(project: Project, owner: Any) -> LabelingProject:
+    """A labeling project row without a Label Studio project (ls_project_id None: nothing to reach there)."""
+    version = dataset_factories.dataset_version(
+        dataset_factories.dataset(project, owner, name=f"dl-{Dataset.objects.count()}"), {"a.png": b"png"}
+    )
+    return LabelingProject.objects.create(
+        project=project, name=f"lp-{LabelingProject.objects.count()}", dataset_version=version,
+        kind=LabelingProject.Kind.IMAGE_CLASSIFICATION, labels=["a"], label_config="<View/>",
+    )  # fmt: skip
+
+
+PROJECT_OBJECT_MAKERS[LabelingProject] = make_labeling_project
+PROJECT_OBJECT_MAKERS[LabelingTask] = lambda project, owner: LabelingTask.objects.create(
+    labeling_project=make_labeling_project(project, owner), path="a.png"
+)
+PROJECT_OBJECT_MAKERS[LabelingExport] = lambda project, owner: LabelingExport.objects.create(
+    labeling_project=make_labeling_project(project, owner),
+    version=dataset_factories.dataset_version(
+        dataset_factories.dataset(project, owner, name=f"de-{Dataset.objects.count()}")
+    ),
 )

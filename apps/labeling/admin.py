@@ -1,0 +1,45 @@
+"""Admin of labeling: projects read-only (the services keep them in step with Label Studio), their tasks as an
+inline, and the local Label Studio server for superusers only (its password and token never shown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask, LabelStudioServer
+from apps.projects.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline, TenantAdminMixin
+
+
+class LabelingTaskInline(ReadOnlyTabularInline):
+    model = LabelingTask
+    show_change_link = False
+    max_num = 0
+
+
+@admin.register(LabelingProject)
+class LabelingProjectAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["name", "project", "kind", "status", "task_count", "ls_project_id", "created_at"]
+    list_filter = ["kind", "status"]
+    search_fields = ["name", "project__slug"]
+    list_select_related = ["project"]
+    inlines = [LabelingTaskInline]
+
+
+@admin.register(LabelingExport)
+class LabelingExportAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["labeling_project", "version", "formats", "annotated_tasks", "created_at"]
+    list_select_related = ["labeling_project", "version__dataset"]
+
+
+@admin.register(LabelStudioServer)
+class LabelStudioServerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["key", "url", "email", "version", "provisioned_at"]
+    fields = ["key", "url", "email", "version", "created_at", "provisioned_at"]  # never the password or token
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser

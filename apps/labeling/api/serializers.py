@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from rest_framework import serializers
+
+from apps.labeling.models import LabelingProject
+from apps.projects.api.serializers import StrictModelSerializer, VisibleProjectField
+
+
+class LabelingProjectSerializer(StrictModelSerializer):
+    """A labeling project. On create: the dataset version (its id, in the same project), the kind, and the labels
+    (or, for kind "xml", the label configuration, validated by Label Studio). Never Label Studio's token."""
+
+    project = VisibleProjectField()
+    dataset_version = serializers.IntegerField(
+        source="dataset_version_id", help_text=_("The id of a dataset version of the same project.")
+    )
+    dataset = serializers.CharField(source="dataset_version.ref", read_only=True)
+    labels = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    label_config = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+
+    class Meta:
+        model = LabelingProject
+        fields = [
+            "id", "project", "name", "description", "dataset_version", "dataset", "kind", "labels", "text_column",
+            "label_config", "ls_project_id", "status", "reason", "task_count", "created_at",
+        ]  # fmt: skip
+        read_only_fields = ["ls_project_id", "status", "reason", "task_count", "created_at"]
+        validators: list[Any] = []  # uniqueness is the service's (one message for pages and API)
+        extra_kwargs = {"name": {"validators": []}, "kind": {"validators": []}}

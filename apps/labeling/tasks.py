@@ -1,0 +1,39 @@
+"""Celery entry points of labeling. Each takes ids and is safe to run twice."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from apps.labeling import server, sync
+from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
+from apps.labeling.models import LabelingProject
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(ignore_result=True)
+def sync_project(pk: int) -> None:
+    """Read one labeling project's progress back from Label Studio (queued by its webhook)."""
+    row = LabelingProject.objects.filter(pk=pk, ls_project_id__isnull=False).first()
+    if row is None:
+        return
+    with server.connect() as client:
+        sync.sync_project(client, row)
+
+
+@shared_task(ignore_result=True)
+def reconcile() -> None:
+    """Every ready project, synced: repairs webhooks lost while the portal or the worker was down. Label Studio
+    down: nothing to do until it is back (the next pass catches up)."""
+    rows = LabelingProject.objects.filter(status=LabelingProject.Status.READY, ls_project_id__isnull=False)
+    try:
+        with server.connect() as client:
+            for row in rows:
+                try:
+                    sync.sync_project(client, row)
+                except LabelStudioError as exc:
+                    logger.warning("labeling project %s not synced: %s", row.pk, exc)
+    except LabelStudioUnavailable as exc:
+        logger.info("labeling reconcile skipped: %s", exc)

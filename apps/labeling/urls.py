@@ -1,0 +1,12 @@
+from django.urls import path
+
+from apps.labeling import views
+
+app_name = "labeling"
+
+urlpatterns = [
+    path("p/<slug:project>/labeling/", views.labeling_list, name="labeling-list"),
+    path("p/<slug:project>/labeling/new/", views.labeling_create, name="labeling-create"),
+    path("p/<slug:project>/labeling/<int:pk>/", views.labeling_detail, name="labeling-detail"),
+    path("p/<slug:project>/labeling/<int:pk>/export/", views.labeling_export, name="labeling-export"),
+]

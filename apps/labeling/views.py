@@ -1,0 +1,81 @@
+"""Labeling pages: the project's labeling projects with their progress, a new-project form, a project's page
+(progress, open in Label Studio, export). While Label Studio is down or starting, the pages say so and the rest of
+the portal works on."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+
+from apps.labeling import export, server, services
+from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
+from apps.labeling.forms import LabelingProjectForm
+from apps.labeling.models import LabelingProject
+from apps.projects.access import project_view
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.forms import add_service_errors
+
+
+@project_view(VIEW, methods=("GET",))
+def labeling_list(request: HttpRequest, project: Project) -> HttpResponse:
+    rows = LabelingProject.objects.filter(project=project).select_related("dataset_version__dataset")
+    context = {
+        "project": project,
+        "rows": rows,
+        "can_create": has_project_perm(request.user, project, CONTRIBUTE),
+        "labelstudio": server.state(),
+    }
+    return render(request, "labeling/labeling_list.html", context)
+
+
+@project_view(CONTRIBUTE)
+def labeling_create(request: HttpRequest, project: Project) -> HttpResponse:
+    form = LabelingProjectForm(request.POST or None, project=project)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            row = services.create_labeling_project(project, request.user, **data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        except (LabelStudioUnavailable, LabelStudioError) as exc:
+            form.add_error(None, str(exc))
+            status = 503
+        else:
+            messages.success(request, _("Labeling project “%(name)s” created.") % {"name": row.name})
+            return redirect("labeling:labeling-detail", project=project.slug, pk=row.pk)
+    if form.errors and status == 200:
+        status = 400
+    context = {"project": project, "form": form, "labelstudio": server.state()}
+    return render(request, "labeling/labeling_form.html", context, status=status)
+
+
+@project_view(VIEW, model=LabelingProject, methods=("GET",))
+def labeling_detail(request: HttpRequest, project: Project, labeling: LabelingProject) -> HttpResponse:
+    state = server.state()
+    context = {
+        "project": project,
+        "labeling": labeling,
+        "labelstudio": state,
+        "can_annotate": has_project_perm(request.user, project, CONTRIBUTE),
+        "exports": labeling.exports.select_related("version__dataset"),
+        "progress": labeling.progress,
+    }
+    return render(request, "labeling/labeling_detail.html", context)
+
+
+@project_view(CONTRIBUTE, model=LabelingProject, methods=("POST",))
+def labeling_export(request: HttpRequest, project: Project, labeling: LabelingProject) -> HttpResponse:
+    try:
+        made = export.export_annotations(labeling, request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    except (LabelStudioUnavailable, LabelStudioError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, _("Annotations exported as %(ref)s.") % {"ref": made.version.ref})
+    return redirect("labeling:labeling-detail", project=project.slug, pk=labeling.pk)

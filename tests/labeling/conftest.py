@@ -1,0 +1,89 @@
+"""Labeling tests run against a real Label Studio: one server per test session (its own data folder under the
+session's tmp folder, a free loopback port), started the way `manage.py runlabelstudio` starts it and stopped by
+its process group id. Without `.venv-labelstudio` (`make labelstudio-env`) the tests that need it skip, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+
+from apps.labeling import launch
+from portal.lib.serve import free_port
+
+START_TIMEOUT = 600  # the first start migrates a new SQLite database: ~45-90 s on a busy 2-core host
+
+
+@dataclass(frozen=True)
+class LabelStudioHandle:
+    url: str
+    token: str
+    email: str
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def label_studio(tmp_path_factory) -> Iterator[LabelStudioHandle]:
+    venv = Path(django_settings.LABEL_STUDIO_VENV)
+    if not (venv / "bin" / "label-studio").exists():
+        pytest.skip(f"no Label Studio venv at {venv}: run `make labelstudio-env`")
+    root = tmp_path_factory.mktemp("labelstudio")
+    local = launch.LocalServer(
+        venv=venv,
+        data_dir=root / "data",
+        port=free_port(),
+        email="portal-tests@labelstudio.local",
+        password=launch.new_token(),
+        token=launch.new_token(),
+    )
+    log = root / "server.log"
+    with log.open("wb") as out:
+        process = local.start(stdout=out)
+    try:
+        launch.wait_ready(local.url, local.token, timeout=START_TIMEOUT, process=process)
+    except Exception as exc:
+        _stop(process)
+        pytest.fail(f"Label Studio did not start: {exc}\n{log.read_text()[-3000:]}")
+    yield LabelStudioHandle(local.url, local.token, local.email, log)
+    _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def ls(settings, label_studio: LabelStudioHandle) -> LabelStudioHandle:
+    """The portal pointed at the session's server (as LABEL_STUDIO_URL + token would)."""
+    settings.LABELING = "on"
+    settings.LABEL_STUDIO_URL = label_studio.url
+    settings.LABEL_STUDIO_TOKEN = label_studio.token
+    settings.LABELING_PORTAL_URL = "http://portal.test"
+    return label_studio
+
+
+@pytest.fixture(autouse=True)
+def blob_store(settings, tmp_path) -> Path:
+    """Blobs under this test's tmp_path (as the datasets tests keep theirs)."""
+    settings.STORAGES = {
+        **django_settings.STORAGES,
+        "datasets": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": tmp_path / "store"},
+        },
+    }
+    return tmp_path / "store"
