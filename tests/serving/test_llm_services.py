@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from apps.runtime.kubernetes.manifests import build
 from apps.runtime.kubernetes.profile import ClusterProfile
@@ -125,3 +126,23 @@ def test_on_kubernetes_it_is_a_deployment_of_the_llm_runtime_that_validates(worl
     assert (arg(command, "--threads"), arg(command, "--host"), arg(command, "--port")) == ("4", "0.0.0.0", "8080")
     assert replica.upstream == f"http://{objects[1]['metadata']['name']}.team-a.svc:8080"
     validate_all(objects, cluster.version)
+
+
+def test_the_services_page_creates_one_and_says_what_memory_it_needs(client, world):
+    heartbeat_agent()
+    client.force_login(world.bob)
+    form = {"name": "chat", "stage": "debug", "registered_model": "", "framework": "llm", "cpu": "1",
+            "memory": "1Gi", "gpu": "0", "min_replicas": "1", "max_replicas": "1", "scale_metric": "concurrency",
+            "scale_target": "1", "auth": "token", "deploy": "1"}  # fmt: skip
+    new = reverse("serving:service-create", kwargs={"project": "project-a"})
+    assert "LLM chat (OpenAI-compatible)" in client.get(new).content.decode()
+
+    response = client.post(new, form)
+    assert response.status_code == 200
+    assert "A chat model needs at least 1536Mi" in response.content.decode()
+    assert not InferenceService.objects.exists()
+
+    response = client.post(new, {**form, "memory": "2Gi"})
+    assert response.status_code == 302
+    service = InferenceService.objects.get(name="chat")
+    assert arg(command_of(service.revisions.get()), "--model") == "packaged:smollm2"
