@@ -56,10 +56,10 @@ def test_a_missing_train_environment_says_how_to_install_it(envs: dict[str, str]
 
 def test_a_missing_environment_without_a_recipe_names_its_setting(envs: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "not-executable").write_text("")
-    envs["llm"] = str(tmp_path / "not-executable")
+    envs["vision"] = str(tmp_path / "not-executable")  # ("llm" has a recipe now: `make llm-env`)
 
-    with pytest.raises(TaskEnvironmentMissing, match=r"'llm' is not installed .*: set PORTAL_TASK_ENV_LLM to its"):
-        expand(["{python:llm}"], envs)
+    with pytest.raises(TaskEnvironmentMissing, match=r"'vision' is not installed .*: set PORTAL_TASK_ENV_VISION to"):
+        expand(["{python:vision}"], envs)
 
 
 @pytest.mark.parametrize("token", ["{python:nope}", "{python:}"])
