@@ -36,6 +36,7 @@ def add_version(bundle: bundles.Bundle, *, project: Project | None = None, visib
             project=project,
             defaults={
                 "builtin": project is None,
+                "approved": project is None,
                 "visibility": visibility or (App.Visibility.PUBLIC if project is None else App.Visibility.PROJECT),
             },
         )

@@ -8,6 +8,7 @@ urlpatterns = [
     path("apps/", views.app_list, name="app-list"),
     path("apps/<int:pk>/", views.app_detail, name="app-detail"),
     path("p/<slug:project>/apps/install/", views.app_install, name="app-install"),
+    path("p/<slug:project>/apps/publish/<int:pk>/", views.pipeline_publish, name="pipeline-publish"),
     path("p/<slug:project>/apps/installed/<int:pk>/", views.installation_detail, name="installation-detail"),
     path("p/<slug:project>/apps/installed/<int:pk>/run/", views.installation_run, name="installation-run"),
     path("p/<slug:project>/apps/installed/<int:pk>/try/", views.installation_try, name="installation-try"),
