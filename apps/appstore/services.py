@@ -140,13 +140,13 @@ def uninstall(installation: Installation, *, delete_data: bool = False) -> list[
     with transaction.atomic():
         created = list(installation.created.all())
         created.sort(key=lambda o: (-order.get(o.kind, -1), -o.position))
-        for record in created:
-            target = record.target
+        targets = [(record, record.target) for record in created]
+        installation.delete()  # first, so that the audit log names the installation as what this request deleted
+        for record, target in targets:
             if target is None:  # removed by hand since
                 continue
             if not get_installer(record.kind).remove(target, delete_data=delete_data):
                 kept.append(f"{record.kind}:{record.name}")
-        installation.delete()
     return kept
 
 
