@@ -12,6 +12,7 @@ urlpatterns = [
     path("p/<slug:project>/apps/installed/<int:pk>/", views.installation_detail, name="installation-detail"),
     path("p/<slug:project>/apps/installed/<int:pk>/run/", views.installation_run, name="installation-run"),
     path("p/<slug:project>/apps/installed/<int:pk>/try/", views.installation_try, name="installation-try"),
+    path("p/<slug:project>/apps/installed/<int:pk>/upgrade/", views.installation_upgrade, name="installation-upgrade"),
     path(
         "p/<slug:project>/apps/installed/<int:pk>/uninstall/",
         views.installation_uninstall,

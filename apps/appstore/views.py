@@ -188,3 +188,26 @@ def pipeline_publish(request: HttpRequest, project: Project, pipeline: Pipeline)
             messages.success(request, _("Published %(v)s.") % {"v": version})
             return redirect("appstore:app-detail", pk=version.app_id)
     return render(request, "appstore/publish_form.html", {"project": project, "pipeline": pipeline, "form": form})
+
+
+@project_view(CONTRIBUTE, model=Installation)
+def installation_upgrade(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
+    """What upgrading to another version of the app changes (objects added, removed, changed), and applying it."""
+    versions = list(installation.app_version.app.versions.exclude(pk=installation.app_version_id))
+    wanted = request.POST.get("version") or request.GET.get("version")
+    target = next((v for v in versions if v.version == wanted), versions[0] if versions else None)
+    context: dict = {"project": project, "installation": installation, "versions": versions, "target": target}
+    if target is not None:
+        try:
+            context["changes"] = services.diff(installation, target)
+        except ValidationError as exc:
+            context["error"] = " ".join(exc.messages)
+        if request.method == "POST" and "error" not in context:
+            try:
+                services.upgrade(installation, target, request.user)
+            except ValidationError as exc:
+                context["error"] = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+            else:
+                messages.success(request, _("Upgraded to %(v)s.") % {"v": target})
+                return redirect("appstore:installation-detail", project=project.slug, pk=installation.pk)
+    return render(request, "appstore/installation_upgrade.html", context)

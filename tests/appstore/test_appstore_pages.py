@@ -102,3 +102,19 @@ def test_a_project_admin_publishes_a_pipeline_from_its_page(world, client):
     assert list(app.shared_with.all()) == [world.project_b]
     client.force_login(world.bob)  # an editor: not an admin
     assert client.get(url).status_code == 403
+
+
+def test_the_upgrade_page_shows_the_difference_and_applies_it(world, client):
+    from apps.appstore.services import add_version
+
+    installation = install(add_version(tiny_bundle()), world.project_a, world.alice, name="tiny")
+    newer = add_version(tiny_bundle(version="1.1.0", models=[{"name": "{{ install }}-model"}]))
+    client.force_login(world.bob)
+    url = reverse("appstore:installation-upgrade", kwargs={"project": "project-a", "pk": installation.pk})
+    page = client.get(url).content.decode()
+    assert "added</span> models:tiny-model" in page
+    response = client.post(url, {"version": "1.1.0"})
+    assert response.status_code == 302
+    installation.refresh_from_db()
+    assert installation.app_version == newer
+    assert {o.name for o in installation.created.all()} == {"tiny-data", "tiny", "tiny-model"}
