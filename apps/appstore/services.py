@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -54,8 +54,15 @@ def add_version(bundle: bundles.Bundle, *, project: Project | None = None, visib
 
 
 def sync_builtin_apps() -> list[AppVersion]:
-    """Every bundle under `fixtures/apps/` as a version of its built-in app (idempotent)."""
-    return [add_version(bundles.load_folder(folder)) for folder in bundles.builtin_folders()]
+    """Every bundle under `fixtures/apps/` as a version of its built-in app (idempotent). A bundle that does not
+    validate, or that changed without a new version number, stops with its folder and field errors."""
+    synced = []
+    for folder in bundles.builtin_folders():
+        try:
+            synced.append(add_version(bundles.load_folder(folder)))
+        except ValidationError as exc:
+            raise ImproperlyConfigured(f"{folder}: {exc.message_dict}") from exc
+    return synced
 
 
 def bundle_of(version: AppVersion) -> bundles.Bundle:
