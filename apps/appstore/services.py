@@ -273,3 +273,14 @@ def resolve_app_version(user: Any, project: Project, app: Any, version: Any = No
     if chosen is None:
         raise ValidationError({"version": [_("No version “%(v)s” of %(app)s.") % {"v": version, "app": found.name}]})
     return chosen
+
+
+def import_bundle(data: bytes, project: Project, user: Any, *, visibility: str = App.Visibility.PROJECT) -> AppVersion:
+    """A bundle zip uploaded by a project admin as a new version of that project's app of its name."""
+    from apps.projects.permissions import CHANGE
+
+    if not has_project_perm(user, project, CHANGE):
+        raise PermissionDenied(_("Only a project admin may add apps to the project."))
+    if visibility not in (App.Visibility.PROJECT, App.Visibility.PUBLIC):
+        raise ValidationError({"visibility": [_("Choose “project” or “public”.")]})
+    return add_version(bundles.load_zip(data), project=project, visibility=visibility)
