@@ -31,11 +31,18 @@ class AppVersionInline(ReadOnlyTabularInline):
 
 @admin.register(App)
 class AppAdmin(SuperuserOnlyMixin, admin.ModelAdmin):
-    list_display = ["name", "project", "visibility", "builtin", "created_at"]
-    list_filter = ["visibility", "builtin"]
+    list_display = ["name", "project", "visibility", "approved", "builtin", "created_at"]
+    list_filter = ["visibility", "approved", "builtin"]
     search_fields = ["name", "project__slug"]
-    fields = ["name", "project", "builtin", "visibility", "created_at"]
-    readonly_fields = ["name", "project", "builtin", "created_at"]  # visibility: staff approve a public app here
+    fields = ["name", "project", "builtin", "visibility", "approved", "shared_with", "created_at"]
+    readonly_fields = ["name", "project", "builtin", "visibility", "shared_with", "created_at"]
+    actions = ["approve"]
+
+    @admin.action(description=_("Approve the selected public apps for everyone"))
+    def approve(self, request: HttpRequest, queryset: QuerySet[App]) -> None:
+        count = queryset.filter(visibility=App.Visibility.PUBLIC).update(approved=True)
+        messages.info(request, _("Approved %(n)d apps.") % {"n": count})
+
     inlines = [AppVersionInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import django_filters
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
@@ -33,7 +35,9 @@ class AppFilterSet(django_filters.FilterSet):
         return queryset.filter(versions__manifest__metadata__category=value).distinct()
 
     def by_tag(self, queryset: QuerySet[App], name: str, value: str) -> QuerySet[App]:
-        return queryset.filter(versions__manifest__metadata__tags__contains=[value]).distinct()
+        # The tags' JSON text holds the tag quoted: portable (SQLite has no JSON containment) and exact per tag.
+        quoted = json.dumps(value)
+        return queryset.filter(versions__manifest__metadata__tags__icontains=quoted).distinct()
 
 
 class InstallationFilterSet(ProjectScopedFilterSet):

@@ -23,8 +23,9 @@ class AppQuerySet(models.QuerySet):
 
         if user is None or not user.is_authenticated:
             return self.none()
+        mine = projects_for(user).values("pk")
         return self.filter(
-            Q(visibility=App.Visibility.PUBLIC) | Q(project__in=projects_for(user).values("pk"))
+            Q(visibility=App.Visibility.PUBLIC, approved=True) | Q(project__in=mine) | Q(shared_with__in=mine)
         ).distinct()
 
 
@@ -35,7 +36,8 @@ class App(models.Model):
     are seen by its members (or by everyone once public)."""
 
     class Visibility(models.TextChoices):
-        PUBLIC = "public", _("Everyone")
+        PUBLIC = "public", _("Everyone (once staff approve it)")
+        SHARED = "shared", _("The project and the projects it is shared with")
         PROJECT = "project", _("The project only")
 
     name = models.CharField(_("name"), max_length=100, validators=[slug_validator])
@@ -44,6 +46,11 @@ class App(models.Model):
     )
     visibility = models.CharField(_("visibility"), max_length=20, choices=Visibility.choices)
     builtin = models.BooleanField(_("built in"), default=False)
+    # A public app is seen by everyone only once staff approved it (in the admin); built-in apps are approved.
+    approved = models.BooleanField(_("approved for everyone"), default=False)
+    shared_with = models.ManyToManyField(
+        "projects.Project", blank=True, related_name="apps_shared_with", verbose_name=_("shared with projects")
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = AppQuerySet.as_manager()

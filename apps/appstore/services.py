@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -36,6 +36,7 @@ def add_version(bundle: bundles.Bundle, *, project: Project | None = None, visib
             project=project,
             defaults={
                 "builtin": project is None,
+                "approved": project is None,
                 "visibility": visibility or (App.Visibility.PUBLIC if project is None else App.Visibility.PROJECT),
             },
         )
@@ -53,8 +54,15 @@ def add_version(bundle: bundles.Bundle, *, project: Project | None = None, visib
 
 
 def sync_builtin_apps() -> list[AppVersion]:
-    """Every bundle under `fixtures/apps/` as a version of its built-in app (idempotent)."""
-    return [add_version(bundles.load_folder(folder)) for folder in bundles.builtin_folders()]
+    """Every bundle under `fixtures/apps/` as a version of its built-in app (idempotent). A bundle that does not
+    validate, or that changed without a new version number, stops with its folder and field errors."""
+    synced = []
+    for folder in bundles.builtin_folders():
+        try:
+            synced.append(add_version(bundles.load_folder(folder)))
+        except ValidationError as exc:
+            raise ImproperlyConfigured(f"{folder}: {exc.message_dict}") from exc
+    return synced
 
 
 def bundle_of(version: AppVersion) -> bundles.Bundle:
@@ -139,13 +147,13 @@ def uninstall(installation: Installation, *, delete_data: bool = False) -> list[
     with transaction.atomic():
         created = list(installation.created.all())
         created.sort(key=lambda o: (-order.get(o.kind, -1), -o.position))
-        for record in created:
-            target = record.target
+        targets = [(record, record.target) for record in created]
+        installation.delete()  # first, so that the audit log names the installation as what this request deleted
+        for record, target in targets:
             if target is None:  # removed by hand since
                 continue
             if not get_installer(record.kind).remove(target, delete_data=delete_data):
                 kept.append(f"{record.kind}:{record.name}")
-        installation.delete()
     return kept
 
 
@@ -265,3 +273,14 @@ def resolve_app_version(user: Any, project: Project, app: Any, version: Any = No
     if chosen is None:
         raise ValidationError({"version": [_("No version “%(v)s” of %(app)s.") % {"v": version, "app": found.name}]})
     return chosen
+
+
+def import_bundle(data: bytes, project: Project, user: Any, *, visibility: str = App.Visibility.PROJECT) -> AppVersion:
+    """A bundle zip uploaded by a project admin as a new version of that project's app of its name."""
+    from apps.projects.permissions import CHANGE
+
+    if not has_project_perm(user, project, CHANGE):
+        raise PermissionDenied(_("Only a project admin may add apps to the project."))
+    if visibility not in (App.Visibility.PROJECT, App.Visibility.PUBLIC):
+        raise ValidationError({"visibility": [_("Choose “project” or “public”.")]})
+    return add_version(bundles.load_zip(data), project=project, visibility=visibility)

@@ -14,14 +14,15 @@ from django.views.decorators.http import require_GET
 
 from apps.appstore import services, tryit
 from apps.appstore.filters import AppFilterSet
-from apps.appstore.forms import InstallNameForm, parameter_form, parameter_values
+from apps.appstore.forms import InstallNameForm, PublishForm, parameter_form, parameter_values
 from apps.appstore.models import App, Installation
-from apps.jobs.models import PipelineRun
+from apps.appstore.publish import publish_pipeline
+from apps.jobs.models import Pipeline, PipelineRun
 from apps.jobs.services import start_run
 from apps.models.views.markdown import render_markdown
 from apps.projects.access import project_view
 from apps.projects.models import Project
-from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm, projects_for
+from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm, projects_for
 from portal.lib.forms import add_service_errors
 
 
@@ -64,7 +65,11 @@ def app_install(request: HttpRequest, project: Project) -> HttpResponse:
     ref = request.GET.get("app", "")
     if not ref:
         apps = App.objects.visible_to(request.user).prefetch_related("versions").order_by("name")
-        return render(request, "appstore/install_pick.html", {"project": project, "apps": apps})
+        can_publish = has_project_perm(request.user, project, CHANGE)
+        pipelines = Pipeline.objects.filter(project=project).order_by("name") if can_publish else []
+        installed = Installation.objects.filter(project=project).select_related("app_version__app")
+        context = {"project": project, "apps": apps, "pipelines": pipelines, "installations": installed}
+        return render(request, "appstore/install_pick.html", context)
     app = App.objects.visible_to(request.user).filter(pk=int(ref) if ref.isdigit() else -1).first()
     if app is None or app.latest is None:
         raise Http404
@@ -165,3 +170,44 @@ def installation_try(request: HttpRequest, project: Project, installation: Insta
     except tryit.NotServing as exc:
         context["error"] = str(exc)
     return render(request, "appstore/partials/try_it.html", context)
+
+
+@project_view(CHANGE, model=Pipeline)
+def pipeline_publish(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
+    """A project admin publishes the pipeline (with its templates and the datasets it reads) as an app version."""
+    form = PublishForm(request.POST or None, initial={"name": pipeline.name, "title": pipeline.name})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            version = publish_pipeline(pipeline, request.user, **data)
+        except ValidationError as exc:
+            for key, messages_ in exc.message_dict.items():
+                for message in messages_:
+                    form.add_error(key if key in form.fields else None, message)
+        else:
+            messages.success(request, _("Published %(v)s.") % {"v": version})
+            return redirect("appstore:app-detail", pk=version.app_id)
+    return render(request, "appstore/publish_form.html", {"project": project, "pipeline": pipeline, "form": form})
+
+
+@project_view(CONTRIBUTE, model=Installation)
+def installation_upgrade(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
+    """What upgrading to another version of the app changes (objects added, removed, changed), and applying it."""
+    versions = list(installation.app_version.app.versions.exclude(pk=installation.app_version_id))
+    wanted = request.POST.get("version") or request.GET.get("version")
+    target = next((v for v in versions if v.version == wanted), versions[0] if versions else None)
+    context: dict = {"project": project, "installation": installation, "versions": versions, "target": target}
+    if target is not None:
+        try:
+            context["changes"] = services.diff(installation, target)
+        except ValidationError as exc:
+            context["error"] = " ".join(exc.messages)
+        if request.method == "POST" and "error" not in context:
+            try:
+                services.upgrade(installation, target, request.user)
+            except ValidationError as exc:
+                context["error"] = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+            else:
+                messages.success(request, _("Upgraded to %(v)s.") % {"v": target})
+                return redirect("appstore:installation-detail", project=project.slug, pk=installation.pk)
+    return render(request, "appstore/installation_upgrade.html", context)

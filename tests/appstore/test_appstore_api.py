@@ -7,6 +7,7 @@ import io
 import pytest
 
 from apps.appstore import bundle as bundles
+from apps.appstore.bundle import builtin_folders
 from apps.appstore.models import Installation
 from apps.appstore.services import add_version
 from apps.datasets.models import Dataset
@@ -21,13 +22,14 @@ def test_the_catalogue_lists_builtin_apps_and_a_projects_own_only_to_its_members
     builtin_version()
     private = add_version(tiny_bundle(), project=world.project_b).app
 
-    mine = user_client(world.alice).get("/api/v1/apps/").json()["results"]
-    assert [a["name"] for a in mine] == ["tabular-classification"]
-    assert mine[0]["latest"]["title"] == "Tabular classification"
-    assert mine[0]["latest"]["category"] == "classification"
+    mine = {a["name"]: a for a in user_client(world.alice).get("/api/v1/apps/").json()["results"]}
+    assert "tiny" not in mine
+    assert set(mine) == {folder.name for folder in builtin_folders()}
+    assert mine["tabular-classification"]["latest"]["title"] == "Tabular classification"
+    assert mine["tabular-classification"]["latest"]["category"] == "classification"
     assert user_client(world.alice).get(f"/api/v1/apps/{private.pk}/").status_code == 404
     theirs = user_client(world.charlie).get("/api/v1/apps/").json()["results"]
-    assert sorted(a["name"] for a in theirs) == ["tabular-classification", "tiny"]
+    assert {a["name"] for a in theirs} == set(mine) | {"tiny"}
 
 
 def test_search_and_filters(world):
@@ -105,3 +107,29 @@ def test_an_outsider_cannot_install_into_a_project_or_see_its_installations(worl
     )
     assert response.status_code == 400  # the project is not visible to charlie: as if it did not exist
     assert "project" in response.json()
+
+
+def test_a_project_admin_uploads_a_bundle_zip_and_a_broken_one_is_refused_with_field_errors(world):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    data = tiny_bundle().to_zip()
+    upload = {"project": "project-a", "bundle": SimpleUploadedFile("tiny.zip", data, "application/zip")}
+    assert user_client(world.bob).post("/api/v1/apps/upload/", upload, format="multipart").status_code == 403
+
+    upload["bundle"] = SimpleUploadedFile("tiny.zip", data, "application/zip")
+    response = user_client(world.alice).post("/api/v1/apps/upload/", upload, format="multipart")
+    assert response.status_code == 201, response.content
+    assert (response.json()["version"], response.json()["digest"]) == ("1.0.0", bundles.digest(data))
+    assert user_client(world.charlie).get("/api/v1/apps/?q=tiny").json()["results"] == []  # the project's own
+
+    broken = tiny_bundle()
+    broken.manifest["spec"]["pipelines"][0]["nodes"][0]["template"] = "nope"
+    broken.manifest["metadata"]["version"] = "2.0.0"
+    upload["bundle"] = SimpleUploadedFile("broken.zip", broken.to_zip(), "application/zip")
+    refused = user_client(world.alice).post("/api/v1/apps/upload/", upload, format="multipart")
+    assert refused.status_code == 400
+    assert list(refused.json()) == ["spec.pipelines[0].nodes[0].template"]
+    upload["bundle"] = SimpleUploadedFile("x.zip", b"not a zip", "application/zip")
+    assert user_client(world.alice).post("/api/v1/apps/upload/", upload, format="multipart").json() == {
+        "bundle": ["Not a zip file."]
+    }

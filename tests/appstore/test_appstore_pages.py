@@ -82,3 +82,39 @@ def test_run_and_uninstall_from_the_installation_page(world, client):
     assert response.status_code == 302
     assert not Installation.objects.exists()
     assert not Pipeline.objects.exists()
+
+
+def test_a_project_admin_publishes_a_pipeline_from_its_page(world, client):
+    from apps.appstore.models import App
+    from tests.appstore.test_publish import iris_pipeline
+
+    pipeline = iris_pipeline(world.project_a, world.alice)
+    url = reverse("appstore:pipeline-publish", kwargs={"project": "project-a", "pk": pipeline.pk})
+    client.force_login(world.alice)
+    assert url in client.get(reverse("appstore:app-install", kwargs={"project": "project-a"})).content.decode()
+    bad = client.post(url, {"name": "iris-app", "version": "1.0.0", "title": "Iris", "visibility": "shared",
+                            "share_with": "project-b, nowhere"})  # fmt: skip
+    assert "No project nowhere." in bad.content.decode()
+    response = client.post(url, {"name": "iris-app", "version": "1.0.0", "title": "Iris", "visibility": "shared",
+                                 "share_with": "project-b"})  # fmt: skip
+    app = App.objects.get(name="iris-app")
+    assert response["Location"] == reverse("appstore:app-detail", kwargs={"pk": app.pk})
+    assert list(app.shared_with.all()) == [world.project_b]
+    client.force_login(world.bob)  # an editor: not an admin
+    assert client.get(url).status_code == 403
+
+
+def test_the_upgrade_page_shows_the_difference_and_applies_it(world, client):
+    from apps.appstore.services import add_version
+
+    installation = install(add_version(tiny_bundle()), world.project_a, world.alice, name="tiny")
+    newer = add_version(tiny_bundle(version="1.1.0", models=[{"name": "{{ install }}-model"}]))
+    client.force_login(world.bob)
+    url = reverse("appstore:installation-upgrade", kwargs={"project": "project-a", "pk": installation.pk})
+    page = client.get(url).content.decode()
+    assert "added</span> models:tiny-model" in page
+    response = client.post(url, {"version": "1.1.0"})
+    assert response.status_code == 302
+    installation.refresh_from_db()
+    assert installation.app_version == newer
+    assert {o.name for o in installation.created.all()} == {"tiny-data", "tiny", "tiny-model"}

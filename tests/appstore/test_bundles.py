@@ -96,3 +96,18 @@ def test_every_builtin_bundle_loads_and_syncs_idempotently():
     assert {v.app.name for v in versions} >= {"tabular-classification"}
     assert all(v.app.builtin and v.app.project is None for v in versions)
     assert sync_builtin_apps() == versions
+
+
+def test_a_builtin_bundle_changed_without_a_new_version_stops_the_sync(tmp_path, settings, monkeypatch):
+    import shutil
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    load_builtin_templates()
+    copy = tmp_path / "apps" / "tabular-classification"
+    shutil.copytree(BUILTIN_DIR / "tabular-classification", copy)
+    monkeypatch.setattr(bundles, "BUILTIN_DIR", tmp_path / "apps")
+    sync_builtin_apps()
+    (copy / "README.md").write_text("# Changed\n")
+    with pytest.raises(ImproperlyConfigured, match="give a new version number"):
+        sync_builtin_apps()

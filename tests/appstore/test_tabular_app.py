@@ -14,7 +14,6 @@ from apps.serving.models import InferenceService
 from apps.serving.tasks import follow_alias
 from tests.appstore.factories import builtin_version
 from tests.factories import ProjectFactory, UserFactory
-from tests.jobs.conftest import AgentProcess
 from tests.jobs.conftest import drive as drive_run
 from tests.serving.factories import (  # noqa: F401 (fixtures)
     artifact_store,
@@ -27,17 +26,6 @@ from tests.serving.factories import (  # noqa: F401 (fixtures)
 from tests.serving.factories import drive as drive_service
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
-
-
-@pytest.fixture
-def api_agent(live_asgi, tmp_path, settings):
-    """An agent told where the API is (tasks record their training and register models through it)."""
-    settings.PORTAL_WORK_DIR = tmp_path / "work"
-    settings.SITE_URL = live_asgi.url
-    process = AgentProcess(tmp_path, env={"SITE_URL": live_asgi.url, "PORTAL_WORK_DIR": str(settings.PORTAL_WORK_DIR)})
-    process.start()
-    yield process
-    process.stop()
 
 
 @pytest.mark.usefixtures("artifact_store", "fast_serving")

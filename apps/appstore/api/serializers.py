@@ -70,3 +70,9 @@ class InstallationSerializer(StrictModelSerializer):
 
 class UninstallSerializer(StrictSerializer):
     delete_data = serializers.BooleanField(default=False, help_text=_("Also delete datasets and trained models."))
+
+
+class BundleUploadSerializer(StrictSerializer):
+    project = VisibleProjectField()
+    bundle = serializers.FileField(help_text=_("The bundle as a zip (app.yaml, README.md and its files)."))
+    visibility = serializers.ChoiceField(choices=["project", "public"], default="project")

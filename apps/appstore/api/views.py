@@ -5,12 +5,14 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 
 from apps.appstore import services
 from apps.appstore.api.serializers import (
     AppSerializer,
     AppVersionSerializer,
+    BundleUploadSerializer,
     InstallationSerializer,
     UninstallSerializer,
 )
@@ -32,6 +34,22 @@ class AppViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[App]:
         return App.objects.visible_to(self.request.user).select_related("project").order_by("name", "pk")
+
+    @extend_schema(request=BundleUploadSerializer, responses={201: AppVersionSerializer})
+    @action(detail=False, methods=["post"], parser_classes=[MultiPartParser])
+    def upload(self, request: Request) -> HttpResponse:
+        """Add a bundle zip as a new version of the project's app (project admins); 400 names the manifest's fields
+        at fault; "public" apps are seen by everyone once staff approve them."""
+        from rest_framework import status
+        from rest_framework.response import Response
+
+        serializer = BundleUploadSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        version = services.import_bundle(
+            data["bundle"].read(), data["project"], request.user, visibility=data["visibility"]
+        )
+        return Response(AppVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: AppVersionSerializer(many=True)})
     @action(detail=True, methods=["get"])
