@@ -64,7 +64,8 @@ def gp_available() -> bool:
 def make_sampler(study: Any, trials_so_far: int) -> Any:
     """The study's sampler. Samplers are made again for every pass of the driver, so the seed moves on with the
     number of trials asked (the same seed each pass would sample the same point again), except Sobol's, whose
-    scrambling must stay the same for the whole sequence (Optuna keeps its position in the storage)."""
+    scrambling must stay the same for the whole sequence (Optuna keeps its position in the storage), and the grid's,
+    whose seed shuffles the grid that the trials' stored grid ids index."""
     import optuna
 
     from apps.hpo.models import Algorithm
@@ -75,7 +76,7 @@ def make_sampler(study: Any, trials_so_far: int) -> Any:
     if algorithm == Algorithm.RANDOM:
         return optuna.samplers.RandomSampler(seed=seed)
     if algorithm == Algorithm.GRID:
-        return optuna.samplers.GridSampler(grid(study.space), seed=seed)
+        return optuna.samplers.GridSampler(grid(study.space), seed=study.seed)
     if algorithm == Algorithm.CMAES:
         return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     if algorithm == Algorithm.SOBOL:
