@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 from apps.accounts.api.urls import router as accounts_router
 from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
+from apps.hpo.api.urls import router as hpo_router
 from apps.jobs.api.urls import router as jobs_router
 from apps.models.api.urls import router as models_router
 from apps.notebooks.api.urls import router as notebooks_router
@@ -23,6 +24,7 @@ APP_ROUTERS = [
     audit_router,
     notebooks_router,
     serving_router,
+    hpo_router,
 ]
 
 router = DefaultRouter()

@@ -13,6 +13,7 @@ from apps.accounts.models import ApiToken, Notification
 from apps.accounts.services import create_token, notify
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
+from apps.hpo.models import Study, Trial
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
@@ -21,6 +22,7 @@ from apps.serving.models import InferenceService, Revision
 from tests import factories as dataset_factories
 from tests import factories as tracking_factories
 from tests.factories import ProjectFactory, UserFactory, add_member, pipeline, python_template
+from tests.hpo.factories import study as make_study
 from tests.runtime.factories import ClusterFactory, bind
 
 
@@ -98,4 +100,16 @@ PROJECT_OBJECT_MAKERS[InferenceService] = lambda project, owner: InferenceServic
 )
 PROJECT_OBJECT_MAKERS[Revision] = lambda project, owner: Revision.objects.create(
     service=PROJECT_OBJECT_MAKERS[InferenceService](project, owner), number=1, status=Revision.Status.RETIRED
+)
+
+# Hyperparameter studies (apps.hpo)
+
+
+def _study(project: Project, owner: Any) -> Study:
+    return make_study(project, owner, name=f"study-{Study.objects.count()}")
+
+
+PROJECT_OBJECT_MAKERS[Study] = _study
+PROJECT_OBJECT_MAKERS[Trial] = lambda project, owner: Trial.objects.create(
+    study=_study(project, owner), number=0, optuna_trial_id=0, params={"C": 1.0}
 )

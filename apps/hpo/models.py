@@ -150,6 +150,10 @@ class Trial(models.Model):
         return f"{self.study} #{self.number}"
 
     @property
+    def project(self):
+        return self.study.project
+
+    @property
     def value(self) -> float | None:
         return self.values[0] if self.values else None
 
