@@ -56,6 +56,14 @@ def get_storage() -> Any:
     return storage
 
 
+def forget() -> None:
+    """Drop this process's storages (their connection pools): what a restarted process starts from."""
+    with _lock:
+        for storage in _storages.values():
+            storage.engine.dispose()
+        _storages.clear()
+
+
 def gp_available() -> bool:
     """Optuna's GPSampler needs PyTorch in the portal's own environment."""
     return importlib.util.find_spec("torch") is not None

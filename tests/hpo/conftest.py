@@ -9,18 +9,20 @@ import pytest
 from apps.hpo import driver
 from apps.hpo.models import Study
 from apps.jobs import orchestrator
-from tests.jobs.conftest import AgentProcess
+from tests.jobs.conftest import AgentProcess, agent, owner, project  # noqa: F401 (fixtures, for the tests here)
 
 # A trial: scikit-learn's logistic regression on iris with the trial's C, a few more solver iterations per step, the
 # held-out accuracy logged at every step through the portal's MLflow API (the task's injected token), a pause
-# between steps so that the pruner sees the curve while the run is still going.
+# between steps so that the pruner sees the curve while the run is still going; the model is logged at the end.
 TRAIN_CODE = """
 import os, time, warnings
+from pathlib import Path
 warnings.filterwarnings("ignore")
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from apps.jobs.builtin_tasks._tracking import Tracking
+from apps.jobs.builtin_tasks.sklearn_train import mlflow_model_dir
 
 C = ${trial.C}
 x, y = load_iris(return_X_y=True)
@@ -33,6 +35,7 @@ for step in range(1, STEPS + 1):
     tracking.log_batch(run["run_id"], history={"val_accuracy": {step: accuracy}})
     print(f"step {step}: C={C} accuracy={accuracy:.3f}", flush=True)
     time.sleep(PAUSE)
+tracking.upload(run["artifact_uri"], mlflow_model_dir(model, Path(os.environ["PORTAL_OUTPUT_DIR"])), "model")
 tracking.end_run(run["run_id"])
 """
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from apps.hpo import services
+from apps.hpo import services, storage
 from apps.hpo.models import Study, Trial
 from apps.jobs.models import PipelineRun
-from tests.factories import ProjectFactory, UserFactory, python_template
+from apps.models import artifacts
+from tests.factories import python_template
 from tests.hpo.conftest import drive_study, train_code
-from tests.jobs.conftest import drive
+from tests.jobs.conftest import drive, processes_with
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
 
@@ -31,9 +32,7 @@ def document(**overrides):
     return doc
 
 
-def test_a_study_runs_its_trials_as_runs_prunes_bad_ones_and_finds_a_good_c(api_agent):
-    owner = UserFactory(username="alice")
-    project = ProjectFactory(owner=owner, slug="project-a")
+def test_a_study_runs_its_trials_as_runs_prunes_bad_ones_and_finds_a_good_c(api_agent, project, owner):
     python_template()
 
     study = drive_study(services.create_study(project, owner, document()))
@@ -69,8 +68,53 @@ def test_a_study_runs_its_trials_as_runs_prunes_bad_ones_and_finds_a_good_c(api_
     assert best.value > 0.9
     assert set(study.importance) == {"C"}
     # Optuna's own storage agrees with the portal's rows.
-    from apps.hpo import storage
-
     optuna_trials = storage.load(study).get_trials(deepcopy=False)
     assert [t.state.name for t in optuna_trials] == [t.status.upper() for t in trials]
     assert PipelineRun.objects.filter(hpo_trials__study=study).count() == 6
+
+    # "Register best model": a version of the registry from the best trial's tracking run and its logged model.
+    version = services.register_best_model(study, owner, "iris-tuned")
+    assert (version.registered_model.project, version.version) == (project, 1)
+    assert version.run == services.trial_tracking_run(best)
+    assert version.source == f"{version.run.artifact_uri}/model"
+    assert artifacts.open_file(version.source.split("mlflow-artifacts:/", 1)[1] + "/MLmodel") is not None
+
+
+def test_a_trial_whose_process_was_killed_is_failed_and_replaced(agent, project, owner):
+    python_template()
+    code = "import time; print('hpo-kill-${trial.number}', flush=True); time.sleep(120)"
+    study = services.create_study(project, owner, document(
+        early_stopping="none", budget={"max_trials": 3, "parallel_trials": 1, "max_failed_trials": 2},
+        trial_template={"job_template": "py", "args": {"code": code}},
+    ))  # fmt: skip
+    drive_study(study, until=lambda s: processes_with("hpo-kill-0"))
+    for process in processes_with("hpo-kill-0"):
+        process.kill()
+
+    study = drive_study(study, until=lambda s: processes_with("hpo-kill-1"))
+
+    first, second = study.trials.order_by("number")
+    assert first.status == Trial.Status.FAILED
+    assert first.run.status == "failed"
+    assert first.reason == first.run.reason
+    assert second.status == Trial.Status.RUNNING  # its replacement
+    assert services.stop_study(study).status == Study.Status.STOPPED
+    assert drive(second.run).status == "cancelled"
+
+
+def test_the_study_resumes_after_the_agent_and_the_workers_restart(api_agent, project, owner):
+    python_template()
+    study = services.create_study(project, owner, document(
+        early_stopping="none", budget={"max_trials": 3, "parallel_trials": 1},
+        trial_template={"job_template": "py", "args": {"code": train_code(steps=2, pause=0.2)}},
+    ))  # fmt: skip
+    drive_study(study, until=lambda s: s.trials.filter(status="complete").exists())
+    api_agent.stop()
+    storage.forget()  # a worker restarts: no Optuna storage, sampler or study in memory
+    api_agent.start()
+
+    study = drive_study(study)
+
+    assert study.status == Study.Status.COMPLETED
+    assert list(study.trials.values_list("number", "status")) == [(0, "complete"), (1, "complete"), (2, "complete")]
+    assert len(storage.load(study).get_trials(deepcopy=False)) == 3
