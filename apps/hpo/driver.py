@@ -48,8 +48,14 @@ def advance_study(study_id: int) -> Study | None:
         Study.objects.filter(pk=study_id).update(lease_until=None)
     study.refresh_from_db()
     if changed:
-        publish_event(study.project_id, "study", study.pk, status=study.status)
+        _publish(study)
     return study
+
+
+def _publish(study: Study) -> None:
+    """Tell the project's open pages (after the commit: a page that re-fetches must see the change)."""
+    project_id, pk, status = study.project_id, study.pk, study.status
+    transaction.on_commit(lambda: publish_event(project_id, "study", pk, status=status))
 
 
 def _pass(study: Study) -> bool:
@@ -283,5 +289,5 @@ def finish(study_id: int, status: str, reason: str) -> Study:
         _finish(study, storage.load(study, study.trials.count()), status, reason)
     finally:
         Study.objects.filter(pk=study_id).update(lease_until=None)
-    publish_event(study.project_id, "study", study.pk, status=study.status)
+    _publish(study)
     return study

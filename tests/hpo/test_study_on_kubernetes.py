@@ -14,7 +14,7 @@ from tests.runtime.factories import bind
 from tests.runtime.kubernetes.conftest import cluster, fake, kube_worker, run_controller  # noqa: F401 (fixtures)
 from tests.runtime.kubernetes.test_pipeline_on_cluster import wait_for_inventory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")  # the driver publishes events
 
 
 def test_trials_run_as_jobs_on_the_projects_cluster(cluster, fake, run_controller):  # noqa: F811
