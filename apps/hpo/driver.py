@@ -241,7 +241,8 @@ def _tag_tracking_run(study: Study, trial: Trial) -> bool:
 
 
 def _update_importance(study: Study, ostudy: Any) -> None:
-    """fANOVA importance of each parameter for the first objective, once two trials have completed."""
+    """The importance of each parameter for the first objective (Optuna's default evaluator, PED-ANOVA in 5.0),
+    once two trials have completed."""
     import optuna
 
     if study.trials.filter(status=Trial.Status.COMPLETE).count() < 2 or len(study.space) < 1:

@@ -67,7 +67,7 @@ class Study(models.Model):
     optuna_name = models.CharField(max_length=100, unique=True)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.RUNNING)
     reason = models.TextField(_("reason"), blank=True)
-    # Parameter importance (fANOVA) as of the last finished trial: {"C": 0.8, ...}.
+    # Parameter importance (Optuna's PED-ANOVA) as of the last finished trial: {"C": 0.8, ...}.
     importance = models.JSONField(default=dict, blank=True)
     # A driver pass holds the study until then (a conditional UPDATE claims it): two passes never run at once.
     lease_until = models.DateTimeField(null=True, blank=True)

@@ -1,7 +1,7 @@
 // A study's charts (templates/hpo/study_detail.html), drawn with the vendored ECharts from the JSON the server put
 // in #study-chart-data: optimisation history (each complete trial's value and the best so far), intermediate values
 // (each trial's metric per step; pruned trials dashed), parallel coordinates (parameters → objective of complete
-// trials) and parameter importance (fANOVA). live.js swaps the page's live part when the study changes; the charts
+// trials) and parameter importance (Optuna's PED-ANOVA). live.js swaps the page's live part when the study changes; the charts
 // are drawn again from the fresh data.
 (function () {
   "use strict";

@@ -120,3 +120,28 @@ def test_creating_and_stopping_a_study_is_audited(alice_client, world):
     assert {e.action for e in entries} >= {"create", "update"}
     assert {e.actor for e in entries} == {world.alice}
     assert all(e.project == world.project_a for e in entries)
+
+
+def test_the_best_trial_links_its_runs_and_registers_from_the_page(alice_client, world):
+    from apps.jobs.models import RunStatus
+    from apps.models.models import LatestMetric, ModelVersion
+    from tests.factories import tracking_run
+
+    made = study(world.project_a, world.alice)
+    driver.advance_study(made.pk)
+    trial = made.trials.select_related("run").get(number=0)
+    tracked = tracking_run(world.project_a, world.alice)
+    tracked.source_pipeline_run = trial.run
+    tracked.save()
+    LatestMetric.objects.create(run=tracked, key="val_accuracy", value=0.95, timestamp=1, step=1)
+    trial.run.status = RunStatus.SUCCEEDED
+    trial.run.save()
+    driver.advance_study(made.pk)
+
+    html = alice_client.get(f"{BASE}{made.pk}/").content.decode()
+    assert f"/p/project-a/runs/{trial.run_id}/" in html
+    assert f"/p/project-a/tracking-runs/{tracked.pk}/" in html
+    assert "Register best model" in html
+    response = alice_client.post(f"{BASE}{made.pk}/register-best/", {"name": "tuned"})
+    assert response.status_code == 302
+    assert ModelVersion.objects.get(registered_model__name="tuned").run == tracked
