@@ -301,3 +301,11 @@ def register_best_model(study: Study, user: Any, name: str, artifact_path: str =
             )
     except TrackingError as exc:
         raise ValidationError({"name": [str(exc)]}) from None
+
+
+def delete_project_studies(project: Project) -> None:
+    """A project is being deleted (inside its transaction): its studies' rows go with it (cascade), and once that
+    commits their Optuna studies are deleted from Optuna's storage, which the cascade does not reach."""
+    names = list(Study.objects.filter(project=project).values_list("optuna_name", flat=True))
+    if names:
+        transaction.on_commit(lambda: storage.delete(names))

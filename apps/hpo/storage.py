@@ -139,6 +139,17 @@ def load(study: Any, trials_so_far: int = 0) -> Any:
     )
 
 
+def delete(optuna_names: list[str]) -> None:
+    """Delete Optuna studies (and their trials) from the storage; one already gone is skipped."""
+    import optuna
+
+    for name in optuna_names:
+        try:
+            optuna.delete_study(study_name=name, storage=get_storage())
+        except KeyError:  # not there (a second delete, or a study made where the storage was lost)
+            continue
+
+
 def create(study: Any) -> Any:
     import optuna
 

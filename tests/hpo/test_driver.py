@@ -144,3 +144,20 @@ def test_a_trial_whose_values_make_an_invalid_run_fails_without_a_run(owner):
     for trial in failed:
         assert (trial.status, trial.run) == (Trial.Status.FAILED, None)
         assert "resources" in trial.reason
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_deleting_the_project_deletes_its_optuna_studies(owner):
+    import optuna
+
+    from apps.projects.services import delete_project
+
+    project = ProjectFactory(owner=owner, slug="project-d")
+    made = make_study(project, owner)
+    driver.advance_study(made.pk)
+    assert storage.load(made).trials
+
+    delete_project(project)
+
+    assert not Study.objects.exists()
+    assert made.optuna_name not in {s.study_name for s in optuna.get_all_study_summaries(storage.get_storage())}
