@@ -7,6 +7,7 @@ from apps.accounts.api.urls import router as accounts_router
 from apps.appstore.api.urls import router as appstore_router
 from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
+from apps.hpo.api.urls import router as hpo_router
 from apps.jobs.api.urls import router as jobs_router
 from apps.labeling.api.urls import router as labeling_router
 from apps.models.api.urls import router as models_router
@@ -27,6 +28,7 @@ APP_ROUTERS = [
     serving_router,
     appstore_router,
     labeling_router,
+    hpo_router,
 ]
 
 router = DefaultRouter()

@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "apps.serving",
     "apps.appstore",
     "apps.labeling",
+    "apps.hpo",
     "apps.console",
 ]
 
@@ -572,6 +573,8 @@ LOGGING = {
     },
 }
 
+# Seconds between two passes of the study driver over every running study (apps/hpo/driver.py).
+PORTAL_HPO_INTERVAL = envint("PORTAL_HPO_INTERVAL", 5)
 CELERY_BEAT_SCHEDULE = {
     # Tasks that committed writes queued while the broker was down (apps/outbox): sent once it is back.
     "drain-outbox": {"task": "apps.outbox.tasks.drain", "schedule": 5.0},
@@ -579,6 +582,8 @@ CELERY_BEAT_SCHEDULE = {
     # Level-triggered repair: runs whose events were lost, dead agents, due retries.
     "reconcile-runs": {"task": "apps.jobs.tasks.reconcile", "schedule": 10.0},
     "tick-schedules": {"task": "apps.jobs.tasks.tick_schedules", "schedule": 15.0},
+    # Hyperparameter studies: intermediate values to the pruner, ended trials told, free slots filled, deadlines.
+    "advance-studies": {"task": "apps.hpo.tasks.advance_studies", "schedule": float(PORTAL_HPO_INTERVAL)},
     # Idle notebooks are stopped (with a warning first); notebooks whose events were lost are repaired.
     "cull-notebooks": {"task": "apps.notebooks.tasks.cull_notebooks", "schedule": float(PORTAL_NOTEBOOK_CULL_INTERVAL)},
     # Inference services: replica counts follow the measured load; lost events and dead replicas are repaired.

@@ -28,6 +28,7 @@ urlpatterns = [
     path("", include("apps.runtime.urls")),
     path("", include("apps.audit.urls")),
     path("", include("apps.notebooks.urls")),
+    path("", include("apps.hpo.urls")),
     path("", include("apps.serving.urls")),
     path("", include("apps.appstore.urls")),
     path("", include("apps.labeling.urls")),

@@ -15,6 +15,7 @@ from apps.appstore.models import App, Installation
 from apps.appstore.services import add_version, install
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
+from apps.hpo.models import Study, Trial
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask
 from apps.notebooks.models import Notebook
@@ -25,6 +26,7 @@ from tests import factories as dataset_factories
 from tests import factories as tracking_factories
 from tests.appstore.factories import tiny_bundle
 from tests.factories import ProjectFactory, UserFactory, add_member, pipeline, python_template
+from tests.hpo.factories import study as make_study
 from tests.runtime.factories import ClusterFactory, bind
 
 
@@ -135,4 +137,17 @@ PROJECT_OBJECT_MAKERS[LabelingExport] = lambda project, owner: LabelingExport.ob
     version=dataset_factories.dataset_version(
         dataset_factories.dataset(project, owner, name=f"de-{Dataset.objects.count()}")
     ),
+)
+
+
+# Hyperparameter studies (apps.hpo)
+
+
+def _study(project: Project, owner: Any) -> Study:
+    return make_study(project, owner, name=f"study-{Study.objects.count()}")
+
+
+PROJECT_OBJECT_MAKERS[Study] = _study
+PROJECT_OBJECT_MAKERS[Trial] = lambda project, owner: Trial.objects.create(
+    study=_study(project, owner), number=0, optuna_trial_id=0, params={"C": 1.0}
 )

@@ -180,6 +180,7 @@ RUN_TRIGGERS = {
     "rerun": _("Re-run"),
     "schedule": _("Scheduled"),
     "demo": _("Demo"),
+    "study": _("Trial of a hyperparameter study"),
 }
 
 

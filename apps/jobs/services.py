@@ -173,15 +173,40 @@ def start_run(
     logical_date: Any = None,
 ) -> PipelineRun:
     """Freeze the pipeline into a run and queue it."""
-    if user is not None and not has_project_perm(user, pipeline.project, CONTRIBUTE):
+    return start_spec_run(
+        pipeline.project,
+        user,
+        pipeline.spec,
+        name=pipeline.name,
+        pipeline=pipeline,
+        trigger=trigger,
+        schedule=schedule,
+        logical_date=logical_date,
+    )
+
+
+def start_spec_run(
+    project: Project,
+    user: Any,
+    spec: dict[str, Any],
+    *,
+    name: str,
+    pipeline: Pipeline | None = None,
+    trigger: str = "manual",
+    schedule: Any = None,
+    logical_date: Any = None,
+) -> PipelineRun:
+    """Freeze `spec` (validated as a pipeline's) into a run named `name` and queue it: a saved pipeline's run, or
+    one whose spec was made for it (a study's trial: its template with the trial's values filled in)."""
+    if user is not None and not has_project_perm(user, project, CONTRIBUTE):
         raise PermissionDenied(_("Your role in this project does not allow starting runs."))
-    spec = _freeze(pipeline.project, pipeline.spec)
+    spec = _freeze(project, spec)
     with transaction.atomic():
         run = _create_run(
-            pipeline.project,
+            project,
             user,
             pipeline=pipeline,
-            pipeline_name=pipeline.name,
+            pipeline_name=name,
             spec=spec,
             priority=int(spec.get("priority") or 0),
             trigger=trigger,

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.hpo import services
+from apps.hpo.api.serializers import RegisterBestSerializer, StudySerializer, TrialSerializer
+from apps.hpo.filters import StudyFilterSet, TrialFilterSet
+from apps.hpo.models import Study
+from apps.projects.api.base import ProjectScopedGenericViewSet
+from apps.projects.permissions import CONTRIBUTE
+
+DOCUMENT_FIELDS = (
+    "name", "description", "objectives", "space", "algorithm", "early_stopping", "budget", "seed", "trial_template",
+)  # fmt: skip
+
+
+class StudyViewSet(
+    mixins.CreateModelMixin, mixins.RetrieveModelMixin, mixins.ListModelMixin, ProjectScopedGenericViewSet
+):
+    """Hyperparameter studies of the projects you belong to. Creating one starts it; `stop` ends it (running trials
+    are cancelled); `trials` lists its trials; `register-best` registers the best trial's model."""
+
+    queryset = Study.objects.select_related("project", "created_by")
+    serializer_class = StudySerializer
+    filterset_class = StudyFilterSet
+    search_fields = ["name", "description"]
+    ordering_fields = ["name", "created_at", "status"]
+    action_perms = {"stop": CONTRIBUTE, "trials": "view_project", "register_best": CONTRIBUTE}
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self.precheck_project()  # "not allowed" before "invalid" for a viewer
+        return super().create(request, *args, **kwargs)
+
+    def perform_create(self, serializer: StudySerializer) -> None:
+        data = serializer.validated_data
+        self.check_project(data["project"])
+        document = {k: data[k] for k in DOCUMENT_FIELDS if k in data}
+        serializer.instance = services.create_study(data["project"], self.request.user, document)
+
+    @extend_schema(request=None, responses={200: StudySerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, pk: str | None = None) -> Response:
+        """Stop the study: no new trials, the running ones cancelled."""
+        study = services.stop_study(self.get_object())
+        return Response(StudySerializer(study, context=self.get_serializer_context()).data)
+
+    @extend_schema(responses={200: TrialSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def trials(self, request: Request, pk: str | None = None) -> Response:
+        """The study's trials, numbered as Optuna numbers them (`?status=pruned`)."""
+        study = self.get_object()
+        trials = TrialFilterSet(request.query_params, queryset=study.trials.all()).qs
+        page = self.paginate_queryset(trials)
+        if page is not None:
+            return self.get_paginated_response(TrialSerializer(page, many=True).data)
+        return Response(TrialSerializer(trials, many=True).data)
+
+    @extend_schema(request=RegisterBestSerializer, responses={201: dict[str, Any]})
+    @action(detail=True, methods=["post"], url_path="register-best")
+    def register_best(self, request: Request, pk: str | None = None) -> Response:
+        """Register the model the best trial's tracking run logged as the next version of `name`."""
+        study = self.get_object()
+        body = RegisterBestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        version = services.register_best_model(study, request.user, **body.validated_data)
+        data = {"name": version.registered_model.name, "version": version.version, "source": version.source}
+        return Response(data, status=status.HTTP_201_CREATED)

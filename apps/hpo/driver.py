@@ -1,0 +1,294 @@
+"""The study driver: one pass follows the running trials (intermediate values to the pruner, final values to the
+sampler), fails dead ones, stops on budget or deadline and asks for new trials while slots are free.
+
+A pass claims its study with a conditional UPDATE of `lease_until`, so two passes (the beat's and one kicked by a
+finished run, or two workers) never drive one study at once, and a pass that died frees the study when the lease
+runs out. Everything a pass does is level-triggered: it compares the portal's rows with Optuna's storage and the
+runs' state and repairs, so running it again, or after any process restarted, is safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from apps.hpo import space as search_space
+from apps.hpo import storage
+from apps.hpo.models import Algorithm, EarlyStopping, Study, Trial
+from apps.jobs.models import RunStatus
+from apps.jobs.services import cancel_run, start_spec_run
+from apps.projects.events import publish_event
+
+logger = logging.getLogger(__name__)
+LEASE = timedelta(minutes=5)
+
+
+def advance_study(study_id: int) -> Study | None:
+    """One pass over the study, or None when another pass holds it or it is finished."""
+    now = timezone.now()
+    claimed = (
+        Study.objects.filter(pk=study_id, status=Study.Status.RUNNING)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        .update(lease_until=now + LEASE)
+    )
+    if not claimed:
+        return None
+    try:
+        study = Study.objects.select_related("project", "created_by").get(pk=study_id)
+        changed = _pass(study)
+    finally:
+        Study.objects.filter(pk=study_id).update(lease_until=None)
+    study.refresh_from_db()
+    if changed:
+        _publish(study)
+    return study
+
+
+def _publish(study: Study) -> None:
+    """Tell the project's open pages (after the commit: a page that re-fetches must see the change)."""
+    project_id, pk, status = study.project_id, study.pk, study.status
+    transaction.on_commit(lambda: publish_event(project_id, "study", pk, status=status))
+
+
+def _pass(study: Study) -> bool:
+    ostudy = storage.load(study, study.trials.count())
+    changed = _fail_orphans(study, ostudy)
+    finished_any = False
+    for trial in study.trials.filter(status=Trial.Status.RUNNING).select_related("run"):
+        moved = _follow(study, ostudy, trial)
+        changed |= moved
+        finished_any |= moved and trial.is_finished
+    if finished_any:
+        _update_importance(study, ostudy)
+    counts = {s: study.trials.filter(status=s).count() for s in Trial.Status.values}
+    if study.deadline is not None and timezone.now() >= study.deadline:
+        _finish(study, ostudy, Study.Status.STOPPED, _("The deadline was reached."))
+        return True
+    if counts[Trial.Status.FAILED] > study.max_failed_trials:
+        reason = _("%(n)s trials failed (at most %(max)s may).") % {
+            "n": counts[Trial.Status.FAILED], "max": study.max_failed_trials,
+        }  # fmt: skip
+        _finish(study, ostudy, Study.Status.FAILED, reason)
+        return True
+    total, active = sum(counts.values()), counts[Trial.Status.RUNNING]
+    limit = study.max_trials
+    if study.algorithm == Algorithm.GRID:
+        limit = min(limit, search_space.grid_size(search_space.grid(study.space) or {}))
+    while active < study.parallel_trials and total < limit:
+        ostudy.sampler = storage.make_sampler(study, total)
+        try:
+            _start_trial(study, ostudy)
+        except PermissionDenied:
+            _finish(study, ostudy, Study.Status.FAILED, _("The study's owner may no longer start runs here."))
+            return True
+        active, total, changed = active + 1, total + 1, True
+    if total >= limit and active == 0:
+        study.status, study.finished_at = Study.Status.COMPLETED, timezone.now()
+        study.reason = _("All %(n)s trials ran.") % {"n": total}
+        study.save(update_fields=["status", "finished_at", "reason"])
+        changed = True
+    return changed
+
+
+def _fail_orphans(study: Study, ostudy: Any) -> bool:
+    """Optuna trials left RUNNING by a pass that died between `ask` and making the trial's row: told failed."""
+    from optuna.trial import TrialState
+
+    known = set(study.trials.values_list("number", flat=True))
+    orphans = [
+        t.number for t in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if t.number not in known
+    ]
+    for number in orphans:
+        ostudy.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+    return bool(orphans)
+
+
+def _start_trial(study: Study, ostudy: Any) -> Trial:
+    from optuna.trial import TrialState
+
+    otrial = ostudy.ask()
+    params = search_space.sample(otrial, study.space)
+    spec = search_space.fill(study.template, params, otrial.number)
+    spec["env"] = {
+        "MLFLOW_EXPERIMENT_NAME": study.name,
+        **(spec.get("env") or {}),
+        "HPO_STUDY": study.name,
+        "HPO_TRIAL": str(otrial.number),
+    }
+    fields = {"study": study, "number": otrial.number, "optuna_trial_id": otrial._trial_id, "params": params}
+    try:
+        with transaction.atomic():
+            run = start_spec_run(
+                study.project, study.created_by, spec, name=f"{study.name}-trial-{otrial.number}", trigger="study"
+            )
+            return Trial.objects.create(run=run, **fields)
+    except ValidationError as exc:  # these values make an invalid run (e.g. an argument's own limits)
+        ostudy.tell(otrial.number, state=TrialState.FAIL, skip_if_finished=True)
+        reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+        return Trial.objects.create(status=Trial.Status.FAILED, reason=reason, finished_at=timezone.now(), **fields)
+    except PermissionDenied:
+        ostudy.tell(otrial.number, state=TrialState.FAIL, skip_if_finished=True)
+        raise
+
+
+def _points(trial: Trial, metric: str) -> list[tuple[int, float]]:
+    """The trial's new (step, value) points of `metric` from its tracking run(s): the last value of each step."""
+    from apps.models.models import Metric
+
+    qs = Metric.objects.filter(run__source_pipeline_run_id=trial.run_id, key=metric, is_nan=False)
+    if trial.last_step is not None:
+        qs = qs.filter(step__gt=trial.last_step)
+    by_step: dict[int, float] = {}
+    for step, value in qs.order_by("step", "timestamp", "pk").values_list("step", "value"):
+        by_step[step] = value
+    return sorted(by_step.items())
+
+
+def _final_values(study: Study, trial: Trial) -> tuple[list[float] | None, str]:
+    from apps.models.models import LatestMetric
+
+    values = []
+    for metric in study.metric_names:
+        latest = (
+            LatestMetric.objects.filter(run__source_pipeline_run_id=trial.run_id, key=metric)
+            .order_by("-run__start_time", "-run_id")
+            .first()
+        )
+        if latest is None:
+            return None, _("The run logged no metric “%(metric)s”.") % {"metric": metric}
+        if latest.is_nan or not math.isfinite(latest.value):
+            return None, _("The metric “%(metric)s” is not a finite number.") % {"metric": metric}
+        values.append(latest.value)
+    return values, ""
+
+
+def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
+    """Report the trial's new intermediate values, prune it if the pruner says so, tell its end. True if it changed."""
+    import optuna
+    from optuna.trial import TrialState
+
+    run = trial.run
+    if run is None:
+        return _end(ostudy, trial, Trial.Status.FAILED, _("Its pipeline run was deleted."))
+    changed = _tag_tracking_run(study, trial)
+    points = _points(trial, study.metric_names[0])
+    if points:
+        otrial = optuna.trial.Trial(ostudy, trial.optuna_trial_id)
+        for step, value in points:
+            otrial.report(value, step)
+            trial.intermediate[str(step)] = value
+        trial.last_step = points[-1][0]
+        trial.save(update_fields=["intermediate", "last_step"])
+        changed = True
+        if (
+            study.early_stopping != EarlyStopping.NONE
+            and not run.is_finished
+            and run.status != RunStatus.CANCELLING
+            and otrial.should_prune()
+        ):
+            cancel_run(run)
+            step, value = points[-1]
+            reason = _("Pruned at step %(step)s: %(metric)s = %(value).4g.") % {
+                "step": step, "metric": study.metric_names[0], "value": value,
+            }  # fmt: skip
+            return _end(ostudy, trial, Trial.Status.PRUNED, reason, state=TrialState.PRUNED)
+    if not run.is_finished:
+        return changed
+    if run.status == RunStatus.SUCCEEDED:
+        values, problem = _final_values(study, trial)
+        if values is None:
+            return _end(ostudy, trial, Trial.Status.FAILED, problem)
+        return _end(ostudy, trial, Trial.Status.COMPLETE, "", values=values)
+    reason = run.reason or (_("Its run was cancelled.") if run.status == RunStatus.CANCELLED else _("Its run failed."))
+    return _end(ostudy, trial, Trial.Status.FAILED, reason)
+
+
+def _end(ostudy: Any, trial: Trial, status: str, reason: str, *, values: list[float] | None = None, state=None) -> bool:
+    from optuna.trial import TrialState
+
+    if values is not None:
+        ostudy.tell(trial.number, values if len(values) > 1 else values[0], skip_if_finished=True)
+    else:
+        ostudy.tell(trial.number, state=state or TrialState.FAIL, skip_if_finished=True)
+    trial.status, trial.reason, trial.values, trial.finished_at = status, reason, values or [], timezone.now()
+    trial.save(update_fields=["status", "reason", "values", "finished_at"])
+    return True
+
+
+def _tag_tracking_run(study: Study, trial: Trial) -> bool:
+    """Once the trial's tracking run exists: tag it with the study and log the trial's parameters on it."""
+    from apps.models import services as tracking
+    from apps.models.errors import TrackingError
+    from apps.models.models import Run
+
+    run = Run.objects.filter(source_pipeline_run_id=trial.run_id).exclude(tags__key="hpo.study").first()
+    if run is None:
+        return False
+    params = [(f"trial.{k}", str(v)) for k, v in trial.params.items()]
+    try:
+        tracking.log_batch(run, params=params, tags=[("hpo.study", study.name), ("hpo.trial", str(trial.number))])
+    except TrackingError:  # a deleted run: nothing to tag
+        logger.warning("could not tag tracking run %s of trial %s", run.run_uuid, trial, exc_info=True)
+    return False
+
+
+def _update_importance(study: Study, ostudy: Any) -> None:
+    """The importance of each parameter for the first objective (Optuna's default evaluator, PED-ANOVA in 5.0),
+    once two trials have completed."""
+    import optuna
+
+    if study.trials.filter(status=Trial.Status.COMPLETE).count() < 2 or len(study.space) < 1:
+        return
+    try:
+        importance = optuna.importance.get_param_importances(
+            ostudy, target=(lambda t: t.values[0]) if study.is_multi_objective else None
+        )
+    except (ValueError, RuntimeError):  # e.g. one value everywhere: nothing to attribute
+        return
+    study.importance = {k: float(v) for k, v in importance.items()}
+    study.save(update_fields=["importance"])
+
+
+def _finish(study: Study, ostudy: Any, status: str, reason: str) -> None:
+    for trial in study.trials.filter(status=Trial.Status.RUNNING).select_related("run"):
+        if trial.run is not None and not trial.run.is_finished:
+            cancel_run(trial.run)
+        _end(ostudy, trial, Trial.Status.FAILED, _("Stopped with the study: %(reason)s") % {"reason": reason})
+    study.status, study.reason, study.finished_at = status, reason, timezone.now()
+    study.save(update_fields=["status", "reason", "finished_at"])
+
+
+def finish(study_id: int, status: str, reason: str) -> Study:
+    """End a study from outside a pass (a stop by hand): waits for a running pass to let go of it first."""
+    import time
+
+    for _attempt in range(100):
+        now = timezone.now()
+        claimed = (
+            Study.objects.filter(pk=study_id, status=Study.Status.RUNNING)
+            .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+            .update(lease_until=now + LEASE)
+        )
+        if claimed:
+            break
+        study = Study.objects.get(pk=study_id)
+        if study.is_finished:
+            return study
+        time.sleep(0.1)
+    else:
+        raise ValidationError({"study": [_("The study is busy; try again in a moment.")]})
+    try:
+        study = Study.objects.select_related("project").get(pk=study_id)
+        _finish(study, storage.load(study, study.trials.count()), status, reason)
+    finally:
+        Study.objects.filter(pk=study_id).update(lease_until=None)
+    _publish(study)
+    return study

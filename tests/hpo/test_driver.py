@@ -1,0 +1,163 @@
+"""The study driver's pass without an agent: it asks while slots are free, tells ended runs, fails dead trials and
+replaces them, stops on the deadline, leaves a study another pass holds alone, and fails Optuna trials a dead pass
+left behind."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.hpo import driver, services, storage
+from apps.hpo.models import Study, Trial
+from apps.jobs.models import RunStatus
+from tests.factories import ProjectFactory, UserFactory
+from tests.hpo.factories import study as make_study
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner():
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def study(owner):
+    return make_study(ProjectFactory(owner=owner, slug="project-a"), owner)
+
+
+def states(study: Study) -> list[tuple[int, str]]:
+    return list(study.trials.order_by("number").values_list("number", "status"))
+
+
+def test_a_pass_fills_the_parallel_slots_with_runs(study):
+    driver.advance_study(study.pk)
+    trials = list(study.trials.select_related("run"))
+    assert [(t.number, t.status, t.run.status) for t in trials] == [(0, "running", "queued"), (1, "running", "queued")]
+    for trial in trials:
+        assert 1e-3 <= trial.params["C"] <= 10
+        assert ("l1_ratio" in trial.params) == (trial.params["solver"] == "saga")  # the conditional parameter
+        code = trial.run.spec["nodes"][0]["args"]["code"]
+        assert code == f"print({trial.params['C']}, '{trial.params['solver']}', '{trial.params.get('l1_ratio', '')}')"
+    driver.advance_study(study.pk)  # nothing ended: nothing more
+    assert study.trials.count() == 2
+
+
+def test_a_trial_whose_run_failed_is_told_failed_and_replaced(study):
+    driver.advance_study(study.pk)
+    first = study.trials.get(number=0)
+    first.run.status, first.run.reason = RunStatus.FAILED, "agent lost"  # what reconcile writes for a dead agent
+    first.run.save()
+    driver.advance_study(study.pk)
+    first.refresh_from_db()
+    assert (first.status, first.reason) == ("failed", "agent lost")
+    assert states(study) == [(0, "failed"), (1, "running"), (2, "running")]
+    assert storage.load(study).trials[0].state.name == "FAIL"
+
+
+def test_a_trial_whose_run_was_deleted_is_failed(study):
+    driver.advance_study(study.pk)
+    study.trials.get(number=1).run.delete()
+    driver.advance_study(study.pk)
+    assert study.trials.get(number=1).reason == "Its pipeline run was deleted."
+
+
+def test_a_succeeded_run_without_the_metric_fails_its_trial(study):
+    driver.advance_study(study.pk)
+    run = study.trials.get(number=0).run
+    run.status = RunStatus.SUCCEEDED
+    run.save()
+    driver.advance_study(study.pk)
+    assert study.trials.get(number=0).reason == "The run logged no metric “val_accuracy”."
+
+
+def test_too_many_failures_fail_the_study_and_cancel_the_rest(study):
+    Study.objects.filter(pk=study.pk).update(max_failed_trials=0)
+    driver.advance_study(study.pk)
+    run = study.trials.get(number=0).run
+    run.status = RunStatus.FAILED
+    run.save()
+    study = driver.advance_study(study.pk)
+    assert study.status == "failed"
+    assert study.reason == "1 trials failed (at most 0 may)."
+    other = study.trials.get(number=1)
+    assert other.status == "failed"
+    assert other.run.status == "cancelling"
+
+
+def test_the_deadline_stops_the_study(study):
+    driver.advance_study(study.pk)
+    Study.objects.filter(pk=study.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+    study = driver.advance_study(study.pk)
+    assert (study.status, study.reason) == ("stopped", "The deadline was reached.")
+    assert {t.run.status for t in study.trials.select_related("run")} == {"cancelling"}
+
+
+def test_stop_cancels_the_running_trials(study):
+    driver.advance_study(study.pk)
+    stopped = services.stop_study(study)
+    assert stopped.status == "stopped"
+    assert states(stopped) == [(0, "failed"), (1, "failed")]
+    assert driver.advance_study(study.pk) is None  # a finished study is left alone
+    assert services.stop_study(stopped).status == "stopped"  # twice is fine
+
+
+def test_a_study_another_pass_holds_is_left_alone(study):
+    Study.objects.filter(pk=study.pk).update(lease_until=timezone.now() + timedelta(minutes=1))
+    assert driver.advance_study(study.pk) is None
+    assert not study.trials.exists()
+    Study.objects.filter(pk=study.pk).update(lease_until=timezone.now() - timedelta(seconds=1))  # that pass died
+    assert driver.advance_study(study.pk) is not None
+    assert study.trials.count() == 2
+
+
+def test_an_optuna_trial_a_dead_pass_left_running_is_failed(study):
+    orphan = storage.load(study).ask()  # asked, then the pass died before making its row
+    driver.advance_study(study.pk)
+    assert storage.load(study).trials[orphan.number].state.name == "FAIL"
+    assert [t.number for t in study.trials.all()] == [1, 2]
+
+
+def test_a_grid_search_stops_asking_when_the_grid_is_done(owner):
+    project = ProjectFactory(owner=owner, slug="project-g")
+    grid = make_study(
+        project, owner, name="grid", algorithm="grid", space={"k": {"type": "categorical", "choices": ["a", "b"]}},
+        budget={"max_trials": 10, "parallel_trials": 5},
+        trial_template={"job_template": "py", "args": {"code": "print('${trial.k}')"}},
+    )  # fmt: skip
+    driver.advance_study(grid.pk)
+    assert sorted(t.params["k"] for t in grid.trials.all()) == ["a", "b"]
+
+
+def test_a_trial_whose_values_make_an_invalid_run_fails_without_a_run(owner):
+    project = ProjectFactory(owner=owner, slug="project-v")
+    bad = make_study(
+        project, owner, name="bad", space={"cpu": {"type": "categorical", "choices": [0.1, -1]}},
+        budget={"max_trials": 2, "parallel_trials": 2, "max_failed_trials": 5},
+        trial_template={"spec": {"nodes": [{"name": "t", "template": "py", "args": {"code": "pass"},
+                                             "resources": {"cpu": "${trial.cpu}"}}]}},
+    )  # fmt: skip
+    driver.advance_study(bad.pk)
+    failed = [t for t in bad.trials.all() if t.params["cpu"] == -1]
+    for trial in failed:
+        assert (trial.status, trial.run) == (Trial.Status.FAILED, None)
+        assert "resources" in trial.reason
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_deleting_the_project_deletes_its_optuna_studies(owner):
+    import optuna
+
+    from apps.projects.services import delete_project
+
+    project = ProjectFactory(owner=owner, slug="project-d")
+    made = make_study(project, owner)
+    driver.advance_study(made.pk)
+    assert storage.load(made).trials
+
+    delete_project(project)
+
+    assert not Study.objects.exists()
+    assert made.optuna_name not in {s.study_name for s in optuna.get_all_study_summaries(storage.get_storage())}
