@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "apps.models",
     "apps.audit",
     "apps.notebooks",
+    "apps.knowledge",
     "apps.serving",
     "apps.console",
 ]
@@ -316,6 +317,9 @@ PORTAL_NOTEBOOK_START_TIMEOUT = envint("PORTAL_NOTEBOOK_START_TIMEOUT", 300)  # 
 PORTAL_NOTEBOOK_TOKEN_DAYS = envint("PORTAL_NOTEBOOK_TOKEN_DAYS", 7)  # the injected API token's life (revoked at stop)
 # The code-server binary that VS Code notebooks run; empty: VS Code is refused (it is not installed here).
 PORTAL_CODE_SERVER = envstr("PORTAL_CODE_SERVER")
+
+# --- Knowledge bases (apps/knowledge; docs/knowledge.md) ---------------------------------------------------
+PORTAL_KNOWLEDGE_MAX_BYTES = envint("PORTAL_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024)  # largest document accepted
 
 # --- Serving router (/serving/<project>/<service>/…; apps/serving/router, docs/serving-router.md) -----------
 # Seconds a service's routing table (ready replicas, canary/shadow weights) and an auth decision are cached per
