@@ -7,6 +7,7 @@ from apps.accounts.api.urls import router as accounts_router
 from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
 from apps.jobs.api.urls import router as jobs_router
+from apps.knowledge.api.urls import router as knowledge_router
 from apps.models.api.urls import router as models_router
 from apps.notebooks.api.urls import router as notebooks_router
 from apps.projects.api.urls import router as projects_router
@@ -23,6 +24,7 @@ APP_ROUTERS = [
     audit_router,
     notebooks_router,
     serving_router,
+    knowledge_router,
 ]
 
 router = DefaultRouter()

@@ -14,6 +14,8 @@ from apps.accounts.services import create_token, notify
 from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.knowledge.models import Document as KnowledgeDocument
+from apps.knowledge.models import KnowledgeBase
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
@@ -98,4 +100,17 @@ PROJECT_OBJECT_MAKERS[InferenceService] = lambda project, owner: InferenceServic
 )
 PROJECT_OBJECT_MAKERS[Revision] = lambda project, owner: Revision.objects.create(
     service=PROJECT_OBJECT_MAKERS[InferenceService](project, owner), number=1, status=Revision.Status.RETIRED
+)
+# Knowledge bases (apps.knowledge): a base, and a document of one (not ingested: the matrix needs the row only).
+
+PROJECT_OBJECT_MAKERS[KnowledgeBase] = lambda project, owner: KnowledgeBase.objects.create(
+    project=project, name=f"kb-{KnowledgeBase.objects.count()}", created_by=owner
+)
+PROJECT_OBJECT_MAKERS[KnowledgeDocument] = lambda project, owner: KnowledgeDocument.objects.create(
+    knowledge_base=PROJECT_OBJECT_MAKERS[KnowledgeBase](project, owner),
+    name="a.md",
+    kind="markdown",
+    content=b"# A",
+    size=3,
+    digest="0" * 64,
 )
