@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from apps.knowledge import chunking, retrieval  # noqa: E402
-from apps.knowledge.extract import extract  # noqa: E402
+from apps.knowledge import chunking, retrieval
+from apps.knowledge.extract import extract
 
 
 def load_arxiv() -> tuple[list[dict], list[tuple[str, list[dict]]]]:
