@@ -26,6 +26,7 @@ urlpatterns = [
     path("", include("apps.runtime.urls")),
     path("", include("apps.audit.urls")),
     path("", include("apps.notebooks.urls")),
+    path("", include("apps.knowledge.urls")),
     path("", include("apps.serving.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),

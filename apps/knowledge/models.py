@@ -37,6 +37,9 @@ class KnowledgeBaseQuerySet(TenantQuerySet):
 class ChildQuerySet(TenantQuerySet):
     """Documents and chunks follow their knowledge base: readable wherever the base is."""
 
+    def in_project(self, project: Any) -> ChildQuerySet:
+        return self.filter(knowledge_base__in=KnowledgeBase.objects.in_project(project).values("pk"))
+
     def for_user(self, user: Any, perm: str = VIEW, token: Any = None) -> ChildQuerySet:
         bases = KnowledgeBase.objects.for_user(user, perm, token)
         return self.filter(knowledge_base__in=bases.values("pk"))
