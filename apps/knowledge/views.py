@@ -10,11 +10,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from apps.knowledge import services
+from apps.knowledge import chat, services
 from apps.knowledge.forms import KnowledgeBaseForm, QueryForm, ShareForm, UploadForm
 from apps.knowledge.models import Document, KnowledgeBase
+from apps.knowledge.streaming import sse_error, sse_response
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm
@@ -174,3 +176,37 @@ def document_reingest(request: HttpRequest, project: Project, doc: Document) -> 
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     return redirect("knowledge:kb-detail", project=project.slug, pk=doc.knowledge_base_id)
+
+
+@project_view(VIEW, model=KnowledgeBase, methods=("GET",))
+def kb_chat(request: HttpRequest, project: Project, kb: KnowledgeBase) -> HttpResponse:
+    """The chat page: the answer streams in token by token, citing passages [1], [2] linked to their documents."""
+    try:
+        chat.endpoint_for(kb)
+        missing = ""
+    except ValidationError as exc:
+        missing = " ".join(exc.messages)
+    return render(request, "knowledge/kb_chat.html", {"project": project, "kb": kb, "missing": missing})
+
+
+@project_view(VIEW, model=KnowledgeBase, methods=("GET",))
+def kb_chat_stream(request: HttpRequest, project: Project, kb: KnowledgeBase) -> HttpResponse:
+    """Server-sent events for the chat page: `passages` (the numbered citations), `token`s, then `done` or `error`
+    (a refused question is an `error` event too: an EventSource cannot read the body of an error status)."""
+    question = request.GET.get("q", "")
+    try:
+        answer = chat.answer(kb, question)
+    except ValidationError as exc:
+        return sse_error(" ".join(exc.messages))
+    citations = [
+        {
+            "number": p.number,
+            "document": p.chunk.document.name,
+            "heading": p.chunk.heading,
+            "page": p.chunk.page,
+            "url": reverse("knowledge:document-detail", kwargs={"project": project.slug, "pk": p.chunk.document_id})
+            + f"#chunk-{p.chunk.pk}",
+        }
+        for p in answer.result.passages
+    ]
+    return sse_response(answer, citations)

@@ -97,3 +97,14 @@ class QueryResultSerializer(serializers.Serializer):
     best_dense = serializers.FloatField()
     best_lexical = serializers.FloatField()
     passages = PassageSerializer(many=True)
+
+
+class ChatSerializer(StrictSerializer):
+    question = serializers.CharField(max_length=2000)
+    stream = serializers.BooleanField(required=False, default=False)
+
+
+class ChatAnswerSerializer(serializers.Serializer):
+    answer = serializers.CharField()
+    not_found = serializers.BooleanField()
+    passages = PassageSerializer(many=True)

@@ -17,18 +17,23 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.knowledge import services
+from apps.knowledge import chat, services
 from apps.knowledge.api.serializers import (
+    ChatAnswerSerializer,
+    ChatSerializer,
     DatasetImportSerializer,
     DocumentSerializer,
     KnowledgeBaseSerializer,
+    PassageSerializer,
     QueryResultSerializer,
     QuerySerializer,
     ShareSerializer,
     UploadSerializer,
 )
 from apps.knowledge.filters import DocumentFilterSet, KnowledgeBaseFilterSet
+from apps.knowledge.llm import LLMError
 from apps.knowledge.models import Document, KnowledgeBase
+from apps.knowledge.streaming import sse_response
 from apps.projects.api.base import ProjectPermission, ProjectScopedGenericViewSet, ProjectScopedViewSet
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm
 
@@ -72,6 +77,7 @@ class KnowledgeBaseViewSet(ProjectScopedViewSet):
     action_perms = {
         "documents": VIEW,
         "query": VIEW,
+        "chat": VIEW,
         "upload": CONTRIBUTE,
         "import_dataset": CONTRIBUTE,
         "share": CHANGE,
@@ -146,6 +152,25 @@ class KnowledgeBaseViewSet(ProjectScopedViewSet):
         body = QuerySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(QueryResultSerializer(run_query(kb, body.validated_data)).data)
+
+    @extend_schema(request=ChatSerializer, responses={200: ChatAnswerSerializer})
+    @action(detail=True, methods=["post"])
+    def chat(self, request: Request, pk: str | None = None) -> Any:
+        """An answer from the base's LLM citing the retrieved passages as [1], [2] ("Not found in the knowledge
+        base." when nothing relevant is retrieved, without asking the LLM). `"stream": true` answers server-sent
+        events: `passages`, then `token`s, then `done` (or `error`)."""
+        kb = self.get_object()
+        body = ChatSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        answer = chat.answer(kb, body.validated_data["question"])
+        citations = PassageSerializer(answer.result.passages, many=True).data
+        if body.validated_data.get("stream"):
+            return sse_response(answer, citations)
+        try:
+            text = "".join(answer.tokens)
+        except LLMError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        return Response({"answer": text, "not_found": answer.result.not_found, "passages": citations})
 
     @extend_schema(request=ShareSerializer, responses={200: KnowledgeBaseSerializer})
     @action(detail=True, methods=["post"])
