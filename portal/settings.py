@@ -290,12 +290,13 @@ PORTAL_AGENT_TIMEOUT = envint("PORTAL_AGENT_TIMEOUT", 15)
 # Reserve this share of the machine for the portal itself (cores) when offering capacity.
 PORTAL_AGENT_RESERVED_CPU = float(envstr("PORTAL_AGENT_RESERVED_CPU", "0"))
 # Task environments: the interpreter a command's "{python}" (default) or "{python:<name>}" runs. torch lives in
-# "train" only (`make train-env`), never in the portal's venv. PORTAL_TASK_ENV_<NAME>=/path/to/python sets
-# one, or adds a new name.
+# "train" (`make train-env`) and "llm" (`make llm-env`) only, never in the portal's venv.
+# PORTAL_TASK_ENV_<NAME>=/path/to/python sets one, or adds a new name.
 PORTAL_TASK_ENVS = {
     "default": sys.executable,
     "train": str(BASE_DIR / ".venv-train" / "bin" / "python"),
     "notebook": str(BASE_DIR / ".venv-notebook" / "bin" / "python"),
+    "llm": str(BASE_DIR / ".venv-llm" / "bin" / "python"),  # the `llm` serving runtime (`make llm-env`)
     **envprefixed("PORTAL_TASK_ENV_"),
 }
 for _name, _python in PORTAL_TASK_ENVS.items():

@@ -133,7 +133,10 @@ class ClusterService(Hosting):
 
     def placement(self, service: InferenceService, runtime: str, cluster: str, namespace: str) -> dict[str, Any]:
         found = Cluster.objects.get(name=cluster)
-        kserve = Operator.KSERVE in (found.operators or []) and service.framework != Framework.CUSTOM
+        # KServe picks a runtime by model format; a custom server and an llm service (our OpenAI-compatible chat
+        # server) run as a Deployment of their own command instead.
+        own_command = service.framework in (Framework.CUSTOM, Framework.LLM)
+        kserve = Operator.KSERVE in (found.operators or []) and not own_command
         return {
             "runtime": runtime, "cluster": found.name, "namespace": namespace,
             "mode": "kserve" if kserve else "deployment",

@@ -28,11 +28,15 @@ class Framework(models.TextChoices):
     PYTORCH = "pytorch", "PyTorch"
     ONNX = "onnx", "ONNX"
     MLFLOW = "mlflow", _("MLflow pyfunc")
+    # A chat model answering OpenAI's /v1/chat/completions (apps/serving/modelserver/chat.py): the packaged
+    # SmolLM2-135M-Instruct unless a registered model version (a Hugging Face folder or a LoRA adapter) is given.
+    LLM = "llm", _("LLM chat (OpenAI-compatible)")
     CUSTOM = "custom", _("Custom image and command")
 
 
 class InferenceService(models.Model):
-    """A model served as a REST service at `/serving/<project>/<name>/` (OIP v2 beneath it)."""
+    """A model served as a REST service at `/serving/<project>/<name>/` (OIP v2 beneath it; an `llm` service
+    answers OpenAI's /v1/chat/completions there)."""
 
     class Stage(models.TextChoices):
         DEBUG = "debug", _("Debug")

@@ -31,6 +31,8 @@ from apps.serving.models import Framework, InferenceService, Replica, Revision
 
 logger = logging.getLogger(__name__)
 
+LLM_PYTHON = "{python:llm}"  # the task environment of llm replicas (settings.PORTAL_TASK_ENVS)
+PACKAGED_LLM = "packaged:smollm2"  # apps/serving/modelserver/llm.py PACKAGED: SmolLM2-135M-Instruct from PyPI
 LABEL = "serving_replica"  # the runtime hands workloads carrying it to apps.serving.runtime_hooks
 CLUSTER_PORT = 8080
 READY_TIMEOUT = 1.0  # seconds for one readiness request
@@ -136,7 +138,17 @@ def _labels(service: InferenceService, revision: Revision, replica: Replica) -> 
 
 
 def server_command(config: dict[str, Any], *, python: str, host: str, port: int, model_path: str) -> list[str]:
-    """The model server's command line (apps/serving/modelserver/__main__.py)."""
+    """The model server's command line (apps/serving/modelserver/__main__.py). An llm revision runs in the `llm`
+    task environment ("{python:llm}": .venv-llm, `make llm-env`; on a cluster the image's python), with as many
+    forward-pass threads as whole CPUs it requests, on the packaged model unless a version gives one."""
+    if config.get("framework") == Framework.LLM:
+        threads = max(1, int(float(_resources(config).cpu or 1)))
+        return [
+            LLM_PYTHON if python == "{python}" else python, "-m", "apps.serving.modelserver", "--runtime", "llm",
+            "--name", config["model_name"], "--model", model_path or PACKAGED_LLM,
+            "--version", str(config.get("model_version") or 1), "--threads", str(threads),
+            "--host", host, "--port", str(port),
+        ]  # fmt: skip
     return [
         python, "-m", "apps.serving.modelserver", "--name", config["model_name"], "--model", model_path,
         "--version", str(config.get("model_version") or 1), "--host", host, "--port", str(port),
@@ -157,7 +169,7 @@ def local_workload(service: InferenceService, revision: Revision, replica: Repli
         upstream = f"http://127.0.0.1:{port}"
     else:
         command = server_command(
-            config, python="{python}", host="127.0.0.1", port=port, model_path=config["model_path"]
+            config, python="{python}", host="127.0.0.1", port=port, model_path=str(config.get("model_path") or "")
         )
         env["PYTHONPATH"] = str(settings.BASE_DIR)  # `-m apps.serving.modelserver` from the service's own folder
         upstream = ""
@@ -224,7 +236,7 @@ def cluster_workload(service: InferenceService, revision: Revision, replica: Rep
         command = [_fill(str(token), values) for token in config.get("command") or []]
     else:
         command = server_command(
-            config, python="{python}", host="0.0.0.0", port=CLUSTER_PORT, model_path=str(config.get("model_path"))
+            config, python="{python}", host="0.0.0.0", port=CLUSTER_PORT, model_path=str(config.get("model_path") or "")
         )  # nosec B104 (inside its own pod)
     service_spec = {
         "mode": "deployment", "min_replicas": min_replicas, "max_replicas": max_replicas,

@@ -4,6 +4,7 @@ and its actions. Members see; editors change. Every action goes through apps.ser
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -111,6 +112,10 @@ def service_edit(request: HttpRequest, project: Project, service: InferenceServi
     return render(request, "serving/service_form.html", {"project": project, "form": form, "service": service})
 
 
+# The test console's first request to an llm service (non-streaming: the console shows the JSON answer).
+CHAT_EXAMPLE = {"messages": [{"role": "user", "content": "Say hello in one sentence."}], "max_tokens": 64}
+
+
 def _metadata(service: InferenceService) -> tuple[dict[str, Any] | None, str]:
     """The model's OIP metadata from a ready replica of the current revision (for the console), or why not."""
     current = service.current_revision
@@ -156,11 +161,21 @@ def service_detail(request: HttpRequest, project: Project, service: InferenceSer
 def _render_detail(request: HttpRequest, project: Project, service: InferenceService, **extra: Any) -> HttpResponse:
     context = _context(request, project, service)
     metadata, console_note = _metadata(service)
+    model_name = service.current_revision.config.get("model_name") if service.current_revision else service.name
+    chat = bool(metadata) and metadata.get("platform") == "llm"  # an llm replica: OpenAI's chat API
+    if chat:
+        example = json.dumps(CHAT_EXAMPLE | {"model": model_name}, indent=2, ensure_ascii=False)
+        console_url = f"{service.base_path}v1/chat/completions"
+    else:
+        example = example_request(metadata.get("inputs") or []) if metadata else ""
+        console_url = f"{service.base_path}v2/models/{model_name}/infer"
     context.update(
         metadata=metadata,
         console_note=console_note,
-        example=example_request(metadata.get("inputs") or []) if metadata else "",
-        model_name=(service.current_revision.config.get("model_name") if service.current_revision else service.name),
+        example=example,
+        chat=chat,
+        console_url=console_url,
+        model_name=model_name,
         **extra,
     )
     return render(request, "serving/service_detail.html", context)

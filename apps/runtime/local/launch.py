@@ -17,7 +17,7 @@ from apps.runtime.workload import Workload
 # "{python}" is the default task environment, "{python:train}" a named one (settings.PORTAL_TASK_ENVS).
 _PYTHON_TOKEN = re.compile(r"^\{python(?::([^{}]*))?\}$")
 # How to get a missing environment, where there is a recipe for it.
-INSTALL_HINTS = {"train": "run `make train-env`"}
+INSTALL_HINTS = {"train": "run `make train-env`", "llm": "run `make llm-env`"}
 
 
 class TaskEnvironmentMissing(OSError):

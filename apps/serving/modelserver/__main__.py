@@ -1,9 +1,11 @@
 """Command line of the model server: one process (per replica) serving one model over the Open Inference
-Protocol v2.
+Protocol v2, or (`--runtime llm`) a chat model over OpenAI's chat completions API (chat.py, docs/serving-llm.md).
 
     python -m apps.serving.modelserver --name iris --model PATH --port P [--host 127.0.0.1]
         [--version 1] [--max-batch-size 32] [--max-batch-delay-ms 2] [--predict-thread auto|always|never]
         [--workers 1] [--max-body-mb 64]
+    python -m apps.serving.modelserver --runtime llm --name chat [--model packaged:smollm2|PATH]
+        [--base-model PATH] [--threads 1] [--max-waiting 32] --port P
 
 Prints one line `modelserver: serving NAME (PLATFORM) on http://HOST:PORT …` on stdout once it listens and, with
 --workers N, once every worker has loaded the model and serves (--port 0 picks a free port: read it there). Exit
@@ -26,8 +28,15 @@ BACKLOG = 2048
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m apps.serving.modelserver", description=__doc__.split("\n\n")[0])
-    p.add_argument("--name", required=True, help="the model name in /v2/models/{name}")
-    p.add_argument("--model", required=True, help="an MLflow model folder, a model file, or a folder holding one")
+    p.add_argument("--runtime", choices=("oip", "llm"), default="oip",
+                   help="oip: Open Inference Protocol v2 (default); llm: OpenAI's chat completions")  # fmt: skip
+    p.add_argument("--name", required=True, help="the model name in /v2/models/{name} (llm: in /v1/models)")
+    p.add_argument("--model", default="",
+                   help="an MLflow model folder, a model file, or a folder holding one; llm: packaged:smollm2 "
+                   "(default), a Hugging Face model folder, a .gguf file, or a PEFT adapter folder")  # fmt: skip
+    p.add_argument("--base-model", default="", help="llm: the base model of a PEFT adapter given in --model")
+    p.add_argument("--threads", type=int, default=1, help="llm: CPU threads of the forward pass (the replica's CPUs)")
+    p.add_argument("--max-waiting", type=int, default=32, help="llm: requests queued before 503 (one generates)")
     p.add_argument("--version", default="1", help="the model version it answers to (default 1)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080, help="0 picks a free port (printed on stdout)")
@@ -81,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_batch_size < 1 or args.max_batch_delay_ms < 0 or args.workers < 1 or args.max_body_mb <= 0:
         parser().error("--max-batch-size and --workers must be ≥ 1, --max-batch-delay-ms ≥ 0, --max-body-mb > 0")
     logging.basicConfig(level=args.log_level.upper(), format="modelserver: %(levelname)s %(message)s")
+    if args.runtime == "llm":
+        return serve_llm(args)
+    if not args.model:
+        parser().error("--model is required")
     options = {
         "name": args.name,
         "model": args.model,
@@ -137,6 +150,45 @@ def main(argv: list[str] | None = None) -> int:
     del app, model  # each worker loads its own copy
     config = uvicorn.Config("apps.serving.modelserver.app:create_app", factory=True, workers=args.workers, **common)
     Multiprocess(config, sockets=[sock]).run()
+    return 0
+
+
+def serve_llm(args: argparse.Namespace) -> int:
+    """--runtime llm: one chat model, one process (--workers does not apply: each would hold a copy of the model)."""
+    if args.workers != 1 or args.threads < 1 or args.max_waiting < 0:
+        parser().error("--runtime llm takes --workers 1, --threads ≥ 1 and --max-waiting ≥ 0")
+    import uvicorn
+
+    from apps.serving.modelserver.chat import build
+    from apps.serving.modelserver.llm import LoadError
+
+    options = {
+        "name": args.name, "model": args.model, "base_model": args.base_model, "version": args.version,
+        "threads": args.threads, "max_waiting": args.max_waiting, "max_body_mb": args.max_body_mb,
+    }  # fmt: skip
+    try:
+        app = build(options)
+    except LoadError as exc:
+        print(f"modelserver: cannot serve {args.model or 'the packaged model'}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_LOAD_FAILED
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        print(f"modelserver: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    host, port = sock.getsockname()[:2]
+    model = app.model
+    print(
+        f"modelserver: serving {args.name} (llm: {model.spec.describe()}) on http://{host}:{port} with 1 worker(s); "
+        f"one generation at a time on {model.threads} thread(s); loaded in {model.load_seconds:.1f} s; "
+        f"context {model.context} tokens",
+        flush=True,
+    )
+    config = uvicorn.Config(
+        app, http="httptools", loop="uvloop", lifespan="on", access_log=False, log_level=args.log_level,
+        server_header=False, date_header=False, backlog=BACKLOG, proxy_headers=False,
+    )  # fmt: skip
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
 
 

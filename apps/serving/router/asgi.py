@@ -2,12 +2,15 @@
 
     GET  /serving/<project>/<service>/          the service: status, revisions taking traffic (JSON)
     ANY  /serving/<project>/<service>/v2/…      forwarded as /v2/… to a ready replica (Open Inference Protocol v2)
+    ANY  /serving/<project>/<service>/v1/…      forwarded as /v1/… (an `llm` replica's OpenAI-compatible API:
+                                                /v1/chat/completions, /v1/models)
 
 No Django middleware or view runs per request: the path is split by hand, credentials and the routing table
 come from in-process caches (auth.py, table.py), and the request goes up on a pooled keep-alive connection
 (upstream.py). The request body is read whole (bounded by PORTAL_SERVING_ROUTER_MAX_BODY_MB) because a retry
 and a shadow copy need it again; the answer streams back as the replica sends it, status, headers and body
-unchanged (a model server's 400 or 404 with its reason included), plus `X-Portal-Revision: <number>`.
+unchanged (a model server's 400 or 404 with its reason included), plus `X-Portal-Revision: <number>`; a
+server-sent event stream (`stream: true` chat completions) is relayed piece by piece as the replica writes it.
 
 A replica that refuses the connection (or closes it before answering) is skipped and the request sent to
 another once: the least busy other replica of the same revision, else of the other revision taking traffic.
@@ -221,7 +224,7 @@ class ServingRoute:
         if tail in ("", "/"):
             await self.describe(route, method, send)
             return
-        if not (tail == "/v2" or tail.startswith("/v2/")):
+        if not (tail == "/v2" or tail.startswith(("/v2/", "/v1/"))):
             await respond(send, 404, {"error": _("No such endpoint: %(path)s") % {"path": tail}})
             return
         limit = router.max_body

@@ -2,7 +2,8 @@
 with them), and freezing what a deploy needs into a revision's config.
 
 Errors are `ValidationError`s keyed by field. What to serve is one of: a pinned model version, the version an alias
-of a registered model points at (moving the alias rolls the service), or a custom command (framework "custom").
+of a registered model points at (moving the alias rolls the service), or a custom command (framework "custom"); an
+`llm` service serves a chat model: the packaged one unless a version or an alias names another.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from portal.lib.resources import Resources, parse_memory, read_amount
 
 MAX_REPLICAS = 50
 MIN_MEMORY = 64 * 2**20
+# An llm replica holds the model in float32 plus torch: ~1.2 GB for SmolLM2-135M (docs/serving-llm.md).
+MIN_LLM_MEMORY = 1536 * 2**20
+SERVES_WITHOUT_MODEL = (Framework.CUSTOM, Framework.LLM)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _ALIAS_RE = re.compile(r"^[\w-]+$")
@@ -208,7 +212,8 @@ def clean_settings(project: Project, values: dict[str, Any], *, allow_waiting: b
                  % {"model": model.name, "alias": alias, "known": known})  # fmt: skip
     elif model is not None and version is None and "model_version" not in errors:
         _add(errors, "model_version", _("Choose a version, or an alias to follow."))
-    if framework != Framework.CUSTOM and model is None and "registered_model" not in errors:
+    # An llm service without a registered model serves the packaged chat model (SmolLM2-135M-Instruct).
+    if framework not in SERVES_WITHOUT_MODEL and model is None and "registered_model" not in errors:
         _add(errors, "registered_model", _("Choose the registered model to serve (or the custom framework)."))
     out.update(registered_model=model, model_version=version, follow_alias=alias)
 
@@ -239,12 +244,14 @@ def clean_settings(project: Project, values: dict[str, Any], *, allow_waiting: b
     if "gpu" not in errors and gpu != gpu.to_integral_value():
         _add(errors, "gpu", _("Give a whole number of GPUs."))
     try:
-        memory = parse_memory(values.get("memory") or "1Gi") or 0
+        memory = parse_memory(values.get("memory") or ("2Gi" if framework == Framework.LLM else "1Gi")) or 0
     except ValueError:
         _add(errors, "memory", _("Give a size such as 512Mi, 4Gi or a number of bytes."))
         memory = 0
     if "memory" not in errors and not MIN_MEMORY <= memory <= 2**50:
         _add(errors, "memory", _("Give at least 64Mi."))
+    elif "memory" not in errors and framework == Framework.LLM and memory < MIN_LLM_MEMORY:
+        _add(errors, "memory", _("A chat model needs at least 1536Mi (it is held in memory in float32)."))
     out.update(cpu=cpu, gpu=gpu, memory_bytes=memory)
 
     min_replicas = _whole(values.get("min_replicas", 1), "min_replicas", 1, MAX_REPLICAS, errors)

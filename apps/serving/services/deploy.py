@@ -134,7 +134,7 @@ def deploy(
         else:
             version = version or resolve_version(service)
             carried = service_settings(service)
-            if version is None and service.framework != Framework.CUSTOM:
+            if version is None and service.framework != Framework.CUSTOM and service.registered_model_id:
                 service.reason = waiting_reason(service)
                 if service.current_revision_id is None and service.status != InferenceService.Status.STOPPED:
                     service.status = InferenceService.Status.PENDING
