@@ -321,6 +321,7 @@ PORTAL_CODE_SERVER = envstr("PORTAL_CODE_SERVER")
 
 # --- Knowledge bases (apps/knowledge; docs/knowledge.md) ---------------------------------------------------
 PORTAL_KNOWLEDGE_MAX_BYTES = envint("PORTAL_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024)  # largest document accepted
+PORTAL_KNOWLEDGE_MAX_TOKENS = envint("PORTAL_KNOWLEDGE_MAX_TOKENS", 256)  # longest answer asked of the LLM
 
 # --- Serving router (/serving/<project>/<service>/…; apps/serving/router, docs/serving-router.md) -----------
 # Seconds a service's routing table (ready replicas, canary/shadow weights) and an auth decision are cached per

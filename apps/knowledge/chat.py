@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
@@ -63,4 +64,5 @@ def answer(kb: KnowledgeBase, question: str, k: int = 4) -> Answer:
     result = services.query(kb, question, k=k)
     if result.not_found:
         return Answer(result, iter([NOT_FOUND]))
-    return Answer(result, stream_chat(endpoint, messages_for(result.query, result.passages)))
+    messages = messages_for(result.query, result.passages)
+    return Answer(result, stream_chat(endpoint, messages, max_tokens=settings.PORTAL_KNOWLEDGE_MAX_TOKENS))
