@@ -28,6 +28,20 @@ ANN_MIN = 200_000
 NOT_FOUND_COSINE = 0.30
 
 _load_lock = threading.Lock()
+_blas_lock = threading.Lock()
+_blas = None
+
+
+def _one_blas_thread():
+    """A matrix-vector product is memory-bound: BLAS's thread pool only adds wake-ups, and on a busy host (load 12 on
+    2 cores here) they turned a 2 ms product into 40 ms at p50 (docs/knowledge.md)."""
+    global _blas
+    with _blas_lock:
+        if _blas is None:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
 
 
 @cache
@@ -118,7 +132,8 @@ class Index:
         if self.ann is not None and mask is None:
             matches = self.ann.search(vector, k)
             return [(int(key), float(1 - dist)) for key, dist in zip(matches.keys, matches.distances, strict=True)]
-        scores = self.vectors @ vector
+        with _one_blas_thread():
+            scores = self.vectors @ vector
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         top = np.argpartition(-scores, k - 1)[:k]
