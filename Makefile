@@ -115,6 +115,17 @@ mlserver-env: .venv-mlserver/.installed
 labelstudio-env: .venv-labelstudio/.installed
 .PHONY: labelstudio-env
 
+# bench/knowledge.py's evaluation data: cherche's arxiv_tags, installed --no-deps (its sentence-transformers
+# dependency would pull in torch) in a venv that sees the portal's own packages, as the notebook venv does.
+.venv-bench/.installed: requirements.txt
+	$(PY) -m venv .venv-bench
+	$(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+	  > "$$(.venv-bench/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/portal-venv.pth"
+	.venv-bench/bin/python -m pip install --quiet --no-deps cherche==2.2.1
+	touch $@
+knowledge-bench-env: .venv-bench/.installed
+.PHONY: knowledge-bench-env
+
 # Without SECRET_KEY, settings read this key, generated once (DEBUG stays off): $(SECRET_KEY_FILE), else
 # $(PORTAL_VAR_DIR)/secret_key, else var/secret_key in the checkout — the same order as portal/settings.py.
 secret-key: $(SECRET_KEY_PATH)

@@ -9,6 +9,7 @@ from apps.audit.api.urls import router as audit_router
 from apps.datasets.api.urls import router as datasets_router
 from apps.hpo.api.urls import router as hpo_router
 from apps.jobs.api.urls import router as jobs_router
+from apps.knowledge.api.urls import router as knowledge_router
 from apps.labeling.api.urls import router as labeling_router
 from apps.models.api.urls import router as models_router
 from apps.notebooks.api.urls import router as notebooks_router
@@ -29,6 +30,7 @@ APP_ROUTERS = [
     appstore_router,
     labeling_router,
     hpo_router,
+    knowledge_router,
 ]
 
 router = DefaultRouter()

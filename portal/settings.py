@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "apps.models",
     "apps.audit",
     "apps.notebooks",
+    "apps.knowledge",
     "apps.serving",
     "apps.appstore",
     "apps.labeling",
@@ -339,6 +340,10 @@ LABEL_STUDIO_TIMEOUT = envint("LABEL_STUDIO_TIMEOUT", 30)  # seconds for one cal
 LABELING_PORTAL_URL = envstr("LABELING_PORTAL_URL", f"http://127.0.0.1:{envint('PORTAL_PORT', 8000)}").rstrip("/")
 LABELING_MEDIA_URL_TTL = envint("LABELING_MEDIA_URL_TTL", 7 * 24 * 3600)  # seconds a signed media URL is valid
 LABELING_IMPORT_BATCH = envint("LABELING_IMPORT_BATCH", 1000)  # tasks per import request
+
+# --- Knowledge bases (apps/knowledge; docs/knowledge.md) ---------------------------------------------------
+PORTAL_KNOWLEDGE_MAX_BYTES = envint("PORTAL_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024)  # largest document accepted
+PORTAL_KNOWLEDGE_MAX_TOKENS = envint("PORTAL_KNOWLEDGE_MAX_TOKENS", 256)  # longest answer asked of the LLM
 
 # --- Serving router (/serving/<project>/<service>/…; apps/serving/router, docs/serving-router.md) -----------
 # Seconds a service's routing table (ready replicas, canary/shadow weights) and an auth decision are cached per

@@ -29,6 +29,7 @@ urlpatterns = [
     path("", include("apps.audit.urls")),
     path("", include("apps.notebooks.urls")),
     path("", include("apps.hpo.urls")),
+    path("", include("apps.knowledge.urls")),
     path("", include("apps.serving.urls")),
     path("", include("apps.appstore.urls")),
     path("", include("apps.labeling.urls")),

@@ -17,6 +17,8 @@ from apps.audit.models import AuditEntry
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
 from apps.hpo.models import Study, Trial
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.knowledge.models import Document as KnowledgeDocument
+from apps.knowledge.models import KnowledgeBase
 from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
@@ -150,4 +152,19 @@ def _study(project: Project, owner: Any) -> Study:
 PROJECT_OBJECT_MAKERS[Study] = _study
 PROJECT_OBJECT_MAKERS[Trial] = lambda project, owner: Trial.objects.create(
     study=_study(project, owner), number=0, optuna_trial_id=0, params={"C": 1.0}
+)
+
+
+# Knowledge bases (apps.knowledge): a base, and a document of one (not ingested: the matrix needs the row only).
+
+PROJECT_OBJECT_MAKERS[KnowledgeBase] = lambda project, owner: KnowledgeBase.objects.create(
+    project=project, name=f"kb-{KnowledgeBase.objects.count()}", created_by=owner
+)
+PROJECT_OBJECT_MAKERS[KnowledgeDocument] = lambda project, owner: KnowledgeDocument.objects.create(
+    knowledge_base=PROJECT_OBJECT_MAKERS[KnowledgeBase](project, owner),
+    name="a.md",
+    kind="markdown",
+    content=b"# A",
+    size=3,
+    digest="0" * 64,
 )

@@ -9,6 +9,7 @@ from typing import Any
 from apps.datasets import demo as datasets_demo
 from apps.jobs import demo as jobs_demo
 from apps.jobs.models import Pipeline
+from apps.knowledge import demo as knowledge_demo
 from apps.models import demo as models_demo
 from apps.projects.models import Project
 from apps.serving import demo as serving_demo
@@ -21,6 +22,7 @@ def examples() -> list[tuple[str, Callable[[Project, Any], Any]]]:
         ("built-in templates", jobs_demo.builtin_templates),
         ("iris dataset", datasets_demo.populate),
         ("tracking (iris-models, iris-classifier)", models_demo.populate),
+        ("portal-docs knowledge base", knowledge_demo.populate),
         ("iris service", serving_demo.populate),  # follows the alias the pipeline's last step sets
         ("iris pipeline", jobs_demo.iris_pipeline),
     ]
