@@ -1,5 +1,6 @@
 """The MLOps portal's Python SDK: `Client(url, token)` over /api/v1/, and the `portal` command line."""
 
+from portal_client import dsl
 from portal_client.client import Client
 from portal_client.errors import (
     APIError,
@@ -28,5 +29,6 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "WaitTimeout",
+    "dsl",
 ]
 __version__ = "0.1.0"

@@ -111,6 +111,24 @@ class Pipelines(Resource):
             source = yaml.safe_dump(source, sort_keys=False)
         return Pipeline.from_api(self.http.post("pipelines/import/", {"project": project, "yaml": source}))
 
+    def apply_code(self, project: str, pipe: Any, **params: Any) -> Pipeline:
+        """Register a `@dsl.pipeline`'s components as the project's templates (a new version only where one
+        changed), then apply the pipeline compiled with `params`."""
+        from portal_client import dsl
+
+        templates = Templates(self.http)
+        for comp in pipe.components():
+            wanted = comp.template()
+            current = max(templates.list(project, slug=comp.slug), key=lambda t: t.version, default=None)
+            same = (
+                current is not None
+                and current.project == project
+                and all(current.raw.get(key) == wanted[key] for key in ("command", "image", "resources", "name"))
+            )
+            if not same:
+                templates.create(project, **wanted)
+        return self.apply(project, dsl.compile(pipe, **params))
+
     def export(self, ref: int | str) -> str:
         """The pipeline as YAML (what `apply` takes)."""
         pipeline = self.get(ref)
