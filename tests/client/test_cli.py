@@ -170,3 +170,15 @@ def test_the_installed_portal_command_runs_as_its_own_process(logged_in, config_
     assert run("runs", "get", "424242").returncode == 6
     completion = run("completion", "bash")
     assert "_PORTAL_COMPLETE" in completion.stdout
+
+
+def test_the_demo_iris_pipeline_submitted_with_wait_exits_0(logged_in, cli):
+    """The issue's first acceptance line: `portal runs submit demo/iris --wait` against the demo's pipeline."""
+    from apps.console.demo import populate
+
+    populate(logged_in.world.project_a, logged_in.world.alice)
+    result = cli("runs", "submit", "project-a/iris", "--wait", "--timeout", "300")
+    assert result.exit_code == 0, (result.output, list(PipelineRun.objects.get().tasks.values("node", "reason")))
+    run = PipelineRun.objects.get()
+    assert run.status == "succeeded"
+    assert cli("runs", "logs", str(run.pk), "--node", "evaluate").stdout.strip()
