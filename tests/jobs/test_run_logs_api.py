@@ -80,7 +80,8 @@ def test_search_ignores_case_and_combines_with_the_filters(world, run):
 @pytest.mark.parametrize(
     ("params", "field"),
     [({"limit": 0}, "limit"), ({"limit": 5001}, "limit"), ({"after": -1}, "after"), ({"after": "x"}, "after"),
-     ({"q": " "}, "q"), ({"q": "x" * 201}, "q"), ({"task": "abc"}, "task")],
+     ({"q": " "}, "q"), ({"q": "x" * 201}, "q"), ({"task": "abc"}, "task"), ({"node": "a\x00b"}, "node"),
+     ({"q": "a\x00"}, "q"), ({"after": 2**64}, "after"), ({"task": 2**64}, "task")],
 )  # fmt: skip
 def test_bad_queries_are_400_naming_the_field(world, run, params, field):
     response = token_client(world.bob).get(f"/api/v1/runs/{run.pk}/logs/", params)
