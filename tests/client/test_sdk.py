@@ -204,6 +204,12 @@ def test_registry_aliases_notebooks_and_tokens(portal):
     with pytest.raises(NotFound):
         client.models.set_alias("project-a/clf", "production", 1)
     assert [m.name for m in client.models.list("project-a")] == ["clf"]
+    with pytest.raises(BadRequest) as no_alias:  # a service needs a version to serve, or an alias that exists
+        client.services.create("project-a", "clf-svc", "clf", follow_alias="production")
+    assert no_alias.value.field_errors == {"follow_alias": ["clf has no alias “production” (it has: none)."]}
+    assert list(client.services.list("project-a")) == []
+    with pytest.raises(NotFound):
+        client.services.deploy("project-a/clf-svc")
     experiment = client.experiments.create("project-a", "exp")
     assert [e.name for e in client.experiments.list("project-a")] == ["exp"]
     assert list(client.experiments.runs(experiment.id)) == []
