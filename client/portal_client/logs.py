@@ -18,6 +18,9 @@ CLOSE_CODES = {4401: Unauthorized, 4404: NotFound}
 
 
 class Logs:
+    # Seconds without a message after which `follow` asks the API whether the run has finished.
+    quiet_seconds = 5.0
+
     def __init__(self, http: Http) -> None:
         self.http = http
 
@@ -71,7 +74,14 @@ class Logs:
         with ws:
             while True:
                 try:
-                    message = json.loads(ws.recv())
+                    message = json.loads(ws.recv(timeout=self.quiet_seconds))
+                except TimeoutError:
+                    # Quiet for a while: status events travel through the portal's channel layer, which may be down
+                    # (the socket still catches up lines from the store), so ask the API whether the run ended.
+                    if until_finished and self.http.get(f"runs/{run_id}/")["status"] in FINISHED:
+                        finished = True
+                        break
+                    continue
                 except ConnectionClosed as exc:
                     code = exc.rcvd.code if exc.rcvd is not None else None
                     if code in CLOSE_CODES:
