@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from django.conf import settings
 from portal_client import BadRequest, Forbidden, NotFound, RunFailed, Unauthorized
 from portal_client import datasets as sdk_datasets
 
@@ -113,7 +114,11 @@ def test_a_pipeline_applied_from_yaml_runs_and_its_logs_read_back_and_follow(por
         if not followed:
             status_at_first_line = client.runs.get(run.id).status
         followed.append(line)
-    assert status_at_first_line in ("queued", "running")  # live: the lines came while it ran
+    if settings.REDIS_URL:
+        # Live: the lines came while it ran. (On the embedded default the agent process publishes into a channel
+        # layer of its own state folder, not the test server's: the socket then gets the lines from the store,
+        # every 5 s, and a short run may be over first.)
+        assert status_at_first_line in ("queued", "running")
     # (a task's stdout and stderr are read apart: their lines keep their order within each stream only)
     assert [line.text for line in followed if line.node == "first"] == ["first says 0", "first says 1", "first says 2"]
     assert sorted(line.text for line in followed if line.node == "second") == ["second done", "second on stderr"]
