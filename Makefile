@@ -18,12 +18,13 @@ PYTEST_ARGS ?=
 VAR_DIR := $(or $(PORTAL_VAR_DIR),$(CURDIR)/var)
 SECRET_KEY_PATH := $(or $(SECRET_KEY_FILE),$(VAR_DIR)/secret_key)
 
-.PHONY: run test test-smoke lint appgraph security install dev-install train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium sandbox sandbox-if-possible clean help secret-key
+.PHONY: run test test-smoke lint appgraph security install dev-install client client-dev train-env notebook-env migrate demo vendor vendor-if-needed messages compilemessages chromium sandbox sandbox-if-possible clean help secret-key
 
 help:
 	@echo "make run    - install, migrate, load the demo and start web + worker + beat on http://127.0.0.1:$(PORT)"
 	@echo "make test   - run the whole test suite"
 	@echo "make lint   - ruff, and import-linter (imports between the apps point down only)"
+	@echo "make client - the Python SDK and \`portal\` command (client/) as a wheel in dist/ (docs/sdk.md)"
 	@echo "make sandbox - bubblewrap and pasta, which isolate local workloads from each other (docs/security.md)"
 	@echo "make security - bandit over apps/ and portal/, schemathesis against the API schema"
 	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
@@ -45,6 +46,20 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 
 install: $(VENV)/.installed
 dev-install: $(VENV)/.installed-dev
+
+# The Python SDK and `portal` command (client/, docs/sdk.md): installed editable into .venv, where tests/client drive
+# it against a live portal (its dependencies, httpx, websockets, click and PyYAML, are .venv's already). `make client`
+# builds its wheel into dist/ (`pip install ./client` works too, in any venv).
+$(VENV)/.installed-client: client/pyproject.toml $(VENV)/.installed-dev
+	$(PIP) install --quiet --no-deps --no-build-isolation --editable ./client
+	touch $@
+
+client-dev: $(VENV)/.installed-client
+
+client: client-dev
+	rm -f dist/portal_client-*.whl
+	$(PIP) wheel --quiet --no-deps --no-build-isolation --wheel-dir dist ./client
+	@ls dist/portal_client-*.whl
 
 # The task environment of the training templates ("{python:train}" in a command): torch lives here, never in
 # .venv. Built from .venv's base interpreter, and a .pth makes .venv's packages (numpy, scikit-learn) visible
@@ -188,10 +203,10 @@ sandbox:
 sandbox-if-possible:
 	@$(MAKE) --no-print-directory sandbox || echo "make run: WARNING: no sandbox for local workloads: the local runtime will run one project's workloads only (docs/security.md)" >&2
 
-test: dev-install notebook-env secret-key compilemessages chromium sandbox
+test: dev-install client-dev notebook-env secret-key compilemessages chromium sandbox
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
-test-smoke: dev-install secret-key
+test-smoke: dev-install client-dev secret-key
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 -m smoke $(PYTEST_ARGS)
 
 # lint-imports: imports between the apps point down only (contracts: [tool.importlinter] in pyproject.toml; the

@@ -72,8 +72,10 @@ class LogFilter:
 
 
 @database_sync_to_async
-def run_is_visible(user: Any, run_id: int) -> bool:
-    return PipelineRun.objects.for_user(user).filter(pk=run_id).exists()
+def run_is_visible(user: Any, run_id: int, token: Any = None) -> bool:
+    """Whether the user (through the API token the socket authenticated with, if any: its project only) sees the
+    run."""
+    return PipelineRun.objects.for_user(user, token=token).filter(pk=run_id).exists()
 
 
 @database_sync_to_async
@@ -107,7 +109,7 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             return
         run_id = self.scope["url_route"]["kwargs"]["run_id"]
         # The same answer for a missing run and another project's run: never reveal that it exists.
-        if not await run_is_visible(user, run_id):
+        if not await run_is_visible(user, run_id, self.scope.get("token")):
             await self.reject(CLOSE_NOT_FOUND)
             return
         try:

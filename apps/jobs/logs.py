@@ -421,7 +421,16 @@ def _fts_in_sync(using: str) -> bool:
         return cursor.fetchone()[0] == len(names)
 
 
-def search(run: PipelineRun | int, q: str, node: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+def search(
+    run: PipelineRun | int,
+    q: str,
+    node: str | None = None,
+    limit: int = 500,
+    *,
+    after_id: int = 0,
+    replica: str | None = None,
+    task_id: int | None = None,
+) -> list[dict[str, Any]]:
     """Stored lines of the run that contain `q`, ignoring case, in storage order.
 
     The same filter with or without an index, so the results never depend on one; an index only narrows the
@@ -430,7 +439,7 @@ def search(run: PipelineRun | int, q: str, node: str | None = None, limit: int =
     candidate ids for keywords of 3+ characters; its case folding covers all of Unicode, LIKE's only ASCII, so
     the candidates include every match.
     """
-    lines = _lines(run, node)
+    lines = _narrowed(_lines(run, node), after_id, replica, task_id)
     if connections[lines.db].vendor == "postgresql":
         return _matching(run, node, lines, [q], limit)
     qs = lines.filter(text__icontains=q)
@@ -445,6 +454,33 @@ def search(run: PipelineRun | int, q: str, node: str | None = None, limit: int =
             order_by=[f"{FTS_TABLE}.rowid"],
         )
     return _dicts(qs[:limit])
+
+
+def _narrowed(lines: QuerySet[LogLine], after_id: int, replica: str | None, task_id: int | None) -> QuerySet[LogLine]:
+    if after_id:
+        lines = lines.filter(pk__gt=after_id)
+    if replica:
+        lines = lines.filter(replica=replica)
+    if task_id is not None:
+        lines = lines.filter(task_id=task_id)
+    return lines
+
+
+def history(
+    run: PipelineRun | int,
+    *,
+    after_id: int = 0,
+    node: str | None = None,
+    replica: str | None = None,
+    task_id: int | None = None,
+    q: str | None = None,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
+    """One page of the run's stored lines after line `after_id`, in storage order (the API's paged history: the
+    next page starts after the last id of this one), of one node, replica or attempt, containing `q` when given."""
+    if q:
+        return search(run, q, node, limit, after_id=after_id, replica=replica, task_id=task_id)
+    return _dicts(_narrowed(_lines(run, node), after_id, replica, task_id)[:limit])
 
 
 # Spans whose lines the first query reads, doubled for each next one: a frequent keyword fills `limit` from the first

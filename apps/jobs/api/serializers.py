@@ -161,6 +161,42 @@ class RunUsageSerializer(StrictSerializer):
     tasks = TaskUsageSerializer(many=True)
 
 
+LOG_PAGE_MAX = 5000
+LOG_QUERY_MAX = 200
+
+
+class LogQuerySerializer(StrictSerializer):
+    """The query of a run's log history (`GET /runs/{id}/logs/`)."""
+
+    after = serializers.IntegerField(
+        required=False, default=0, min_value=0, help_text=_("Lines after this line id (the previous page's last).")
+    )
+    limit = serializers.IntegerField(required=False, default=1000, min_value=1, max_value=LOG_PAGE_MAX)
+    node = serializers.CharField(required=False, allow_blank=True, max_length=200, help_text=_("Lines of this node."))
+    replica = serializers.CharField(required=False, allow_blank=True, max_length=50, help_text=_("Of this replica."))
+    task = serializers.IntegerField(required=False, min_value=1, help_text=_("Of this attempt (a task-run id)."))
+    q = serializers.CharField(
+        required=False, max_length=LOG_QUERY_MAX, help_text=_("Lines containing this text (ignoring case).")
+    )
+
+
+class LogLineSerializer(StrictSerializer):
+    id = serializers.IntegerField()
+    task = serializers.IntegerField(help_text=_("The attempt (task-run id)."))
+    node = serializers.CharField()
+    attempt = serializers.IntegerField()
+    replica = serializers.CharField()
+    seq = serializers.IntegerField(help_text=_("The line's number within its attempt, from 1, without gaps."))
+    ts = serializers.DateTimeField()
+    stream = serializers.CharField()
+    text = serializers.CharField()
+
+
+class LogPageSerializer(StrictSerializer):
+    next = serializers.URLField(allow_null=True, help_text=_("The next page, or null when this one is the last."))
+    results = LogLineSerializer(many=True)
+
+
 class RerunSerializer(StrictSerializer):
     node = serializers.CharField(required=False, help_text=_("Re-run this node and what depends on it."))
 

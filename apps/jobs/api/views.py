@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
+from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status
@@ -10,11 +12,13 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.jobs import schedules, services, usage
+from apps.jobs import logs, schedules, services, usage
 from apps.jobs.api import idempotency
 from apps.jobs.api.serializers import (
     ImageSerializer,
     JobTemplateSerializer,
+    LogPageSerializer,
+    LogQuerySerializer,
     PipelineRunSerializer,
     PipelineSerializer,
     PipelineYamlSerializer,
@@ -187,7 +191,10 @@ class PipelineRunViewSet(
     filterset_class = PipelineRunFilterSet
     search_fields = ["pipeline_name"]
     ordering_fields = ["created_at", "number", "status"]
-    action_perms = {"cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE, "usage": VIEW}
+    action_perms = {
+        "cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE, "usage": VIEW, "logs": VIEW,
+        "logs_download": VIEW,
+    }  # fmt: skip
 
     def get_queryset(self) -> QuerySet:
         return super().get_queryset().with_progress()
@@ -221,6 +228,51 @@ class PipelineRunViewSet(
 
     def perform_destroy(self, instance: PipelineRun) -> None:
         services.delete_run(instance)
+
+    @extend_schema(parameters=[LogQuerySerializer], responses={200: LogPageSerializer})
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        """The run's stored log lines in storage order, a page at a time: `next` continues after the last line of
+        this page. Filter by `node`, `replica` or attempt (`task`); `q` keeps the lines that contain it. Live lines:
+        the websocket `/ws/runs/{id}/logs/` (with `Authorization: Bearer <token>`; docs/sdk.md)."""
+        run = self.get_object()
+        names = LogQuerySerializer().fields
+        query = LogQuerySerializer(data={k: v for k, v in request.query_params.items() if k in names})
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        if "q" in data and not data["q"].strip():
+            raise DRFValidationError({"q": [_("Enter some text to search for.")]})
+        lines = logs.history(
+            run, after_id=data["after"], node=data.get("node") or None, replica=data.get("replica") or None,
+            task_id=data.get("task"), q=data.get("q"), limit=data["limit"],
+        )  # fmt: skip
+        next_url = None
+        if len(lines) == data["limit"]:
+            params = request.query_params.copy()
+            params["after"] = str(lines[-1]["id"])
+            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+        return Response({"next": next_url, "results": lines})
+
+    @extend_schema(
+        parameters=[OpenApiParameter("node", str, description="only this node's lines")],
+        responses={200: OpenApiResponse(description="The run's lines as text, one per line")},
+    )
+    @action(detail=True, methods=["get"], url_path="logs/download", pagination_class=None, filter_backends=[])
+    def logs_download(self, request: Request, pk: str | None = None) -> StreamingHttpResponse:
+        """Every stored line as text: `<time> [<node>#<attempt>/<replica>] <text>` (streamed)."""
+        run = self.get_object()
+        node = request.query_params.get("node") or None
+        django_request = request._request
+        # Under ASGI Django reads a synchronous iterator into memory before sending it: give it an async one.
+        content = (
+            logs.aiter_text(run, node)
+            if isinstance(django_request, ASGIRequest)
+            else logs.join_chunks(logs.iter_text(run, node))
+        )
+        response = StreamingHttpResponse(content, content_type="text/plain; charset=utf-8")
+        name = f"{run.pipeline_name}-{run.number}" + (f"-{node}" if node else "")
+        response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=f"{name}.log")
+        return response
 
     @extend_schema(request=None, responses={200: PipelineRunSerializer})
     @action(detail=True, methods=["post"])

@@ -1,0 +1,766 @@
+"""The `portal` command: everything the pages do, from a terminal or a CI job.
+
+Exit codes: 0 success; 1 other error; 2 invalid input (400, bad usage); 3 portal unreachable; 4 not logged in
+(401); 5 forbidden (403); 6 not found (404); 7 conflict (409); 8 rate limited; 9 server error; 10 a run (or
+service) that was waited for failed; 11 a wait timed out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from portal_client import config
+from portal_client.client import Client
+from portal_client.errors import APIError, PortalError, RunFailed
+from portal_client.output import FORMATS, emit
+
+
+class State:
+    def __init__(self, server: str | None, output: str) -> None:
+        self.server = server
+        self.output = output
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client.from_config(self.server)
+        return self._client
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def output_option(command: Any) -> Any:
+    """`-o/--output table|json|yaml` and `--json` on every command that prints objects (also after the verb)."""
+
+    def set_output(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value:
+            ctx.ensure_object(State).output = "json" if value is True else value
+
+    command = click.option("--json", "as_json", is_flag=True, expose_value=False, callback=set_output,
+                           help="Print JSON (same as -o json).")(command)  # fmt: skip
+    return click.option("-o", "--output", type=click.Choice(FORMATS), expose_value=False, callback=set_output,
+                        help="Output format.")(command)  # fmt: skip
+
+
+class PortalGroup(click.Group):
+    """Turns the client's errors into one line on stderr and a meaningful exit code (no traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RunFailed as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except APIError as exc:
+            click.echo(f"Error ({exc.status_code}): {exc.message}", err=True)
+            sys.exit(exc.exit_code)
+        except PortalError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except FileNotFoundError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=PortalGroup)
+@click.option("--server", envvar="PORTAL_URL", help="The portal's URL (default: the one you logged in to last).")
+@click.option("-o", "--output", type=click.Choice(FORMATS), default="table", help="Output format.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (same as -o json).")
+@click.version_option(package_name="portal-client")
+@click.pass_context
+def main(ctx: click.Context, server: str | None, output: str, as_json: bool) -> None:
+    """Command line of the MLOps portal. Start with `portal login URL`."""
+    ctx.obj = State(server, "json" if as_json else output)
+
+
+# --- login -------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("url")
+@click.option("--token", envvar="PORTAL_TOKEN", help="An API token (asked for when not given).")
+def login(url: str, token: str | None) -> None:
+    """Check TOKEN against the portal at URL and store it (in the user's config folder, mode 0600)."""
+    if not token:
+        token = click.prompt("API token (Settings → API tokens)", hide_input=True)
+    url = config.normalise(url)
+    with Client(url, token) as client:
+        me = client.whoami()
+    path = config.store(url, token, me.get("username", ""))
+    click.echo(f"Logged in to {url} as {me.get('username')} (token stored in {path}).")
+
+
+@main.command()
+@click.argument("url", required=False)
+def logout(url: str | None) -> None:
+    """Forget the token of URL (default: the current server)."""
+    url = url or config.resolve(None)[0]
+    if config.forget(url):
+        click.echo(f"Logged out of {config.normalise(url)}.")
+    else:
+        raise PortalError(f"Not logged in to {url}.")
+
+
+@main.command()
+@output_option
+@pass_state
+def whoami(state: State) -> None:
+    """Who the stored token belongs to."""
+    emit(state.client.whoami(), state.output)
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: `eval "$(portal completion bash)"`."""
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    click.echo(cls(main, {}, "portal", "_PORTAL_COMPLETE").source())
+
+
+# --- projects ----------------------------------------------------------------------------------
+
+
+@main.group()
+def projects() -> None:
+    """Projects you belong to."""
+
+
+@projects.command("list")
+@output_option
+@pass_state
+def projects_list(state: State) -> None:
+    emit(list(state.client.projects.list()), state.output)
+
+
+@projects.command("get")
+@click.argument("slug")
+@output_option
+@pass_state
+def projects_get(state: State, slug: str) -> None:
+    emit(state.client.projects.get(slug), state.output)
+
+
+@projects.command("create")
+@click.argument("slug")
+@click.option("--name", help="Display name (default: the slug).")
+@click.option("--description", default="")
+@output_option
+@pass_state
+def projects_create(state: State, slug: str, name: str | None, description: str) -> None:
+    emit(state.client.projects.create(slug, name or slug, description), state.output)
+
+
+@projects.command("delete")
+@click.argument("slug")
+@click.confirmation_option(prompt="Delete the project and everything in it?")
+@pass_state
+def projects_delete(state: State, slug: str) -> None:
+    state.client.projects.delete(slug)
+    click.echo(f"Deleted project {slug}.")
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+project_option = click.option("-p", "--project", envvar="PORTAL_PROJECT", help="Project slug.")
+
+
+@main.group()
+def datasets() -> None:
+    """Datasets and their versions (push a folder, pull a version)."""
+
+
+@datasets.command("list")
+@project_option
+@output_option
+@pass_state
+def datasets_list(state: State, project: str | None) -> None:
+    emit(list(state.client.datasets.list(project)), state.output)
+
+
+@datasets.command("get")
+@click.argument("name")
+@project_option
+@output_option
+@pass_state
+def datasets_get(state: State, name: str, project: str | None) -> None:
+    """NAME: [project/]name."""
+    emit(state.client.datasets.get(name, project), state.output)
+
+
+@datasets.command("create")
+@click.argument("name")
+@project_option
+@click.option("--description", default="")
+@output_option
+@pass_state
+def datasets_create(state: State, name: str, project: str | None, description: str) -> None:
+    if not project:
+        raise click.UsageError("Give the project: --project SLUG.")
+    emit(state.client.datasets.create(project, name, description), state.output)
+
+
+@datasets.command("delete")
+@click.argument("name")
+@project_option
+@click.option("--force", is_flag=True, help="Delete even if runs used it.")
+@pass_state
+def datasets_delete(state: State, name: str, project: str | None, force: bool) -> None:
+    state.client.datasets.delete(name, project, force=force)
+    click.echo(f"Deleted dataset {name}.")
+
+
+@datasets.command("versions")
+@click.argument("name")
+@project_option
+@output_option
+@pass_state
+def datasets_versions(state: State, name: str, project: str | None) -> None:
+    emit(state.client.datasets.versions(name, project), state.output)
+
+
+@datasets.command("push")
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("--dataset", "-d", required=True, help="[project/]name (created when missing).")
+@project_option
+@click.option("-m", "--message", default="", help="What changed.")
+@output_option
+@pass_state
+def datasets_push(state: State, source: Path, dataset: str, project: str | None, message: str) -> None:
+    """Upload SOURCE (a folder or a file) as a new version. Run it again after an interruption to resume."""
+
+    def progress(path: str, done: int, size: int) -> None:
+        if state.output == "table":
+            click.echo(f"  {path}: {done}/{size} bytes", err=True)
+
+    version = state.client.datasets.upload(source, dataset, project, message=message, progress=progress)
+    if state.output == "table":
+        made = "new version" if version.created is not False else "unchanged: same files as"
+        click.echo(f"{made} {version.ref} ({version.file_count} files, {version.total_size} bytes)")
+    else:
+        emit(version, state.output)
+
+
+@datasets.command("pull")
+@click.argument("ref")
+@click.argument("target", type=click.Path(file_okay=False, path_type=Path))
+@project_option
+@pass_state
+def datasets_pull(state: State, ref: str, target: Path, project: str | None) -> None:
+    """Download version REF ([project/]name@version, version a number or latest) into TARGET."""
+    version = state.client.datasets.download(ref, target, project)
+    click.echo(f"{version.ref}: {version.file_count} files in {target}", err=state.output != "table")
+
+
+# --- templates and pipelines -------------------------------------------------------------------
+
+
+@main.group()
+def templates() -> None:
+    """Job templates (built-in and your projects')."""
+
+
+@templates.command("list")
+@project_option
+@output_option
+@pass_state
+def templates_list(state: State, project: str | None) -> None:
+    emit(list(state.client.templates.list(project)), state.output)
+
+
+@templates.command("get")
+@click.argument("template_id", type=int)
+@output_option
+@pass_state
+def templates_get(state: State, template_id: int) -> None:
+    emit(state.client.templates.get(template_id), state.output)
+
+
+@main.group()
+def pipelines() -> None:
+    """Pipelines: apply YAML, export, run."""
+
+
+@pipelines.command("list")
+@project_option
+@output_option
+@pass_state
+def pipelines_list(state: State, project: str | None) -> None:
+    emit(list(state.client.pipelines.list(project)), state.output)
+
+
+@pipelines.command("get")
+@click.argument("pipeline")
+@project_option
+@output_option
+@pass_state
+def pipelines_get(state: State, pipeline: str, project: str | None) -> None:
+    """PIPELINE: an id or [project/]name."""
+    emit(state.client.pipelines.get(pipeline, project), state.output)
+
+
+@pipelines.command("apply")
+@click.option("-f", "--file", "file", required=True, type=click.File("r"), help="Pipeline YAML (- for stdin).")
+@project_option
+@output_option
+@pass_state
+def pipelines_apply(state: State, file: Any, project: str | None) -> None:
+    """Create the pipeline in the YAML file, or update the one with its name."""
+    if not project:
+        raise click.UsageError("Give the project: --project SLUG.")
+    emit(state.client.pipelines.apply(project, file.read()), state.output)
+
+
+@pipelines.command("export")
+@click.argument("pipeline")
+@project_option
+@pass_state
+def pipelines_export(state: State, pipeline: str, project: str | None) -> None:
+    click.echo(state.client.pipelines.export(_pipeline_ref(pipeline, project)), nl=False)
+
+
+@pipelines.command("delete")
+@click.argument("pipeline")
+@project_option
+@pass_state
+def pipelines_delete(state: State, pipeline: str, project: str | None) -> None:
+    state.client.pipelines.delete(_pipeline_ref(pipeline, project))
+    click.echo(f"Deleted pipeline {pipeline}.")
+
+
+def _pipeline_ref(pipeline: str, project: str | None) -> str:
+    return pipeline if pipeline.isdigit() or "/" in pipeline or not project else f"{project}/{pipeline}"
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+@main.group()
+def runs() -> None:
+    """Pipeline runs: submit, wait, logs, cancel, retry, re-run from a node."""
+
+
+@runs.command("list")
+@project_option
+@click.option("--status", help="queued, running, succeeded, failed, cancelling, cancelled")
+@click.option("--limit", default=20, show_default=True)
+@output_option
+@pass_state
+def runs_list(state: State, project: str | None, status: str | None, limit: int) -> None:
+    found = []
+    for run in state.client.runs.list(project, status=status):
+        found.append(run)
+        if len(found) >= limit:
+            break
+    emit(found, state.output)
+
+
+@runs.command("get")
+@click.argument("run_id", type=int)
+@output_option
+@pass_state
+def runs_get(state: State, run_id: int) -> None:
+    emit(state.client.runs.get(run_id), state.output)
+
+
+@runs.command("tasks")
+@click.argument("run_id", type=int)
+@output_option
+@pass_state
+def runs_tasks(state: State, run_id: int) -> None:
+    emit(state.client.runs.tasks(run_id), state.output)
+
+
+def _wait(state: State, run_id: int, timeout: float | None, follow: bool) -> None:
+    client = state.client
+    if follow:
+        for line in client.logs.follow(run_id):
+            click.echo(line.format())
+    run = client.runs.wait(
+        run_id, timeout, on_change=lambda r: click.echo(f"run {r.id}: {r.status}", err=True) if not follow else None
+    )
+    emit(run, state.output) if state.output != "table" else click.echo(f"run {run.id} {run.status}", err=True)
+    if not run.succeeded:
+        raise RunFailed(run)
+
+
+@runs.command("submit")
+@click.argument("pipeline")
+@project_option
+@click.option("--wait", is_flag=True, help="Wait for the end; exit 10 unless it succeeded.")
+@click.option("-f", "--follow", is_flag=True, help="Stream the logs until the end (implies --wait).")
+@click.option("--timeout", type=float, help="Give up waiting after this many seconds (exit 11).")
+@click.option("--idempotency-key", help="Retrying with the same key starts no second run.")
+@output_option
+@pass_state
+def runs_submit(
+    state: State, pipeline: str, project: str | None, wait: bool, follow: bool, timeout: float | None,
+    idempotency_key: str | None,
+) -> None:  # fmt: skip
+    """Start a run of PIPELINE (an id or [project/]name)."""
+    run = state.client.pipelines.run(_pipeline_ref(pipeline, project), idempotency_key=idempotency_key)
+    if not (wait or follow):
+        emit(run, state.output)
+        return
+    click.echo(f"started run {run.id} ({run.pipeline_name}#{run.number})", err=True)
+    _wait(state, run.id, timeout, follow)
+
+
+@runs.command("wait")
+@click.argument("run_id", type=int)
+@click.option("--timeout", type=float)
+@output_option
+@pass_state
+def runs_wait(state: State, run_id: int, timeout: float | None) -> None:
+    """Wait for RUN_ID to finish; exit 10 unless it succeeded."""
+    _wait(state, run_id, timeout, follow=False)
+
+
+@runs.command("logs")
+@click.argument("run_id", type=int)
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming live lines until the run ends.")
+@click.option("--node", help="Only this node's lines.")
+@click.option("--replica", help="Only this replica's lines.")
+@click.option("--task", type=int, help="Only this attempt (task-run id).")
+@click.option("--search", "-s", "q", help="Only lines containing this text (ignoring case).")
+@output_option
+@pass_state
+def runs_logs(
+    state: State, run_id: int, follow: bool, node: str | None, replica: str | None, task: int | None, q: str | None
+) -> None:
+    """Print a run's log (`-f`: and follow it live). With -o json, one JSON object per line."""
+    client = state.client
+    if follow:
+        if node or q:
+            raise click.UsageError("--follow filters by --task and --replica only.")
+        lines = client.logs.follow(run_id, task=task, replica=replica)
+    else:
+        lines = client.logs.history(run_id, node=node, replica=replica, task=task, q=q)
+    for line in lines:
+        click.echo(json.dumps(line.to_dict()) if state.output == "json" else line.format())
+
+
+@runs.command("cancel")
+@click.argument("run_id", type=int)
+@output_option
+@pass_state
+def runs_cancel(state: State, run_id: int) -> None:
+    emit(state.client.runs.cancel(run_id), state.output)
+
+
+@runs.command("retry")
+@click.argument("run_id", type=int)
+@output_option
+@pass_state
+def runs_retry(state: State, run_id: int) -> None:
+    """A new run reusing what succeeded; the rest runs again."""
+    emit(state.client.runs.retry(run_id), state.output)
+
+
+@runs.command("rerun")
+@click.argument("run_id", type=int)
+@click.option("--node", required=True, help="Re-run from this node (it and everything downstream).")
+@output_option
+@pass_state
+def runs_rerun(state: State, run_id: int, node: str) -> None:
+    emit(state.client.runs.rerun(run_id, node), state.output)
+
+
+@runs.command("delete")
+@click.argument("run_id", type=int)
+@pass_state
+def runs_delete(state: State, run_id: int) -> None:
+    state.client.runs.delete(run_id)
+    click.echo(f"Deleted run {run_id}.")
+
+
+# --- experiments and models --------------------------------------------------------------------
+
+
+@main.group()
+def experiments() -> None:
+    """Experiments and their tracked runs."""
+
+
+@experiments.command("list")
+@project_option
+@output_option
+@pass_state
+def experiments_list(state: State, project: str | None) -> None:
+    emit(list(state.client.experiments.list(project)), state.output)
+
+
+@experiments.command("runs")
+@click.argument("experiment_id", type=int)
+@output_option
+@pass_state
+def experiments_runs(state: State, experiment_id: int) -> None:
+    emit(list(state.client.experiments.runs(experiment_id)), state.output)
+
+
+@main.group()
+def models() -> None:
+    """Registered models, versions and aliases."""
+
+
+@models.command("list")
+@project_option
+@output_option
+@pass_state
+def models_list(state: State, project: str | None) -> None:
+    emit(list(state.client.models.list(project)), state.output)
+
+
+@models.command("get")
+@click.argument("model")
+@project_option
+@output_option
+@pass_state
+def models_get(state: State, model: str, project: str | None) -> None:
+    emit(state.client.models.get(model, project), state.output)
+
+
+@models.command("create")
+@click.argument("name")
+@project_option
+@click.option("--description", default="")
+@output_option
+@pass_state
+def models_create(state: State, name: str, project: str | None, description: str) -> None:
+    if not project:
+        raise click.UsageError("Give the project: --project SLUG.")
+    emit(state.client.models.create(project, name, description), state.output)
+
+
+@models.command("delete")
+@click.argument("model")
+@project_option
+@pass_state
+def models_delete(state: State, model: str, project: str | None) -> None:
+    state.client.models.delete(_ref(model, project))
+    click.echo(f"Deleted model {model}.")
+
+
+@models.command("versions")
+@click.argument("model")
+@project_option
+@output_option
+@pass_state
+def models_versions(state: State, model: str, project: str | None) -> None:
+    emit(state.client.models.versions(_ref(model, project)), state.output)
+
+
+@models.command("alias")
+@click.argument("model")
+@click.argument("alias")
+@click.argument("version", type=int, required=False)
+@click.option("--delete", is_flag=True, help="Remove the alias.")
+@project_option
+@output_option
+@pass_state
+def models_alias(state: State, model: str, alias: str, version: int | None, delete: bool, project: str | None) -> None:
+    """Point ALIAS of MODEL at VERSION (or --delete it)."""
+    if delete:
+        state.client.models.delete_alias(_ref(model, project), alias)
+        click.echo(f"Removed alias {alias}.")
+        return
+    if version is None:
+        raise click.UsageError("Give the version number the alias points at.")
+    emit(state.client.models.set_alias(_ref(model, project), alias, version), state.output)
+
+
+def _ref(name: str, project: str | None) -> str:
+    return name if name.isdigit() or "/" in name or not project else f"{project}/{name}"
+
+
+# --- services ----------------------------------------------------------------------------------
+
+
+@main.group()
+def services() -> None:
+    """Inference services: deploy, promote, predict."""
+
+
+@services.command("list")
+@project_option
+@output_option
+@pass_state
+def services_list(state: State, project: str | None) -> None:
+    emit(list(state.client.services.list(project)), state.output)
+
+
+@services.command("get")
+@click.argument("service")
+@project_option
+@output_option
+@pass_state
+def services_get(state: State, service: str, project: str | None) -> None:
+    emit(state.client.services.get(_ref(service, project)), state.output)
+
+
+@services.command("create")
+@click.argument("name")
+@click.option("--model", "registered_model", required=True, help="Registered model name.")
+@click.option("--version", "model_version", type=int, help="Model version (default: follow --alias).")
+@click.option("--alias", "follow_alias", default="", help="Follow this alias.")
+@project_option
+@output_option
+@pass_state
+def services_create(
+    state: State, name: str, registered_model: str, model_version: int | None, follow_alias: str, project: str | None
+) -> None:
+    if not project:
+        raise click.UsageError("Give the project: --project SLUG.")
+    fields: dict[str, Any] = {"model_version": model_version}
+    if follow_alias:
+        fields["follow_alias"] = follow_alias
+    emit(state.client.services.create(project, name, registered_model, **fields), state.output)
+
+
+@services.command("deploy")
+@click.argument("service")
+@project_option
+@click.option("--wait", is_flag=True, help="Wait until it serves (exit 10 if it fails).")
+@output_option
+@pass_state
+def services_deploy(state: State, service: str, project: str | None, wait: bool) -> None:
+    result = state.client.services.deploy(_ref(service, project))
+    if wait:
+        result = state.client.services.wait_ready(_ref(service, project))
+    emit(result, state.output)
+
+
+@services.command("promote")
+@click.argument("service")
+@project_option
+@output_option
+@pass_state
+def services_promote(state: State, service: str, project: str | None) -> None:
+    emit(state.client.services.promote(_ref(service, project)), state.output)
+
+
+@services.command("delete")
+@click.argument("service")
+@project_option
+@pass_state
+def services_delete(state: State, service: str, project: str | None) -> None:
+    state.client.services.delete(_ref(service, project))
+    click.echo(f"Deleted service {service}.")
+
+
+@services.command("predict")
+@click.argument("service")
+@click.option("--json", "body", required=True, type=click.File("r"), help="The request body file (- for stdin).")
+@project_option
+@pass_state
+def services_predict(state: State, service: str, body: Any, project: str | None) -> None:
+    """Send an Open Inference Protocol v2 request; prints the answer as JSON."""
+    try:
+        payload = json.load(body)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
+    click.echo(json.dumps(state.client.services.predict(_ref(service, project), payload), indent=2))
+
+
+# --- notebooks and tokens ----------------------------------------------------------------------
+
+
+@main.group()
+def notebooks() -> None:
+    """Notebooks (JupyterLab, VS Code)."""
+
+
+@notebooks.command("list")
+@project_option
+@output_option
+@pass_state
+def notebooks_list(state: State, project: str | None) -> None:
+    emit(list(state.client.notebooks.list(project)), state.output)
+
+
+@notebooks.command("get")
+@click.argument("notebook_id", type=int)
+@output_option
+@pass_state
+def notebooks_get(state: State, notebook_id: int) -> None:
+    emit(state.client.notebooks.get(notebook_id), state.output)
+
+
+@notebooks.command("create")
+@click.argument("name")
+@project_option
+@click.option("--ide", default=None, help="jupyterlab or vscode")
+@output_option
+@pass_state
+def notebooks_create(state: State, name: str, project: str | None, ide: str | None) -> None:
+    if not project:
+        raise click.UsageError("Give the project: --project SLUG.")
+    fields = {"ide": ide} if ide else {}
+    emit(state.client.notebooks.create(project, name, **fields), state.output)
+
+
+@notebooks.command("start")
+@click.argument("notebook_id", type=int)
+@output_option
+@pass_state
+def notebooks_start(state: State, notebook_id: int) -> None:
+    emit(state.client.notebooks.start(notebook_id), state.output)
+
+
+@notebooks.command("stop")
+@click.argument("notebook_id", type=int)
+@output_option
+@pass_state
+def notebooks_stop(state: State, notebook_id: int) -> None:
+    emit(state.client.notebooks.stop(notebook_id), state.output)
+
+
+@notebooks.command("delete")
+@click.argument("notebook_id", type=int)
+@pass_state
+def notebooks_delete(state: State, notebook_id: int) -> None:
+    state.client.notebooks.delete(notebook_id)
+    click.echo(f"Deleted notebook {notebook_id}.")
+
+
+@main.group()
+def tokens() -> None:
+    """Your API tokens."""
+
+
+@tokens.command("list")
+@output_option
+@pass_state
+def tokens_list(state: State) -> None:
+    emit(list(state.client.tokens.list()), state.output)
+
+
+@tokens.command("create")
+@click.argument("name")
+@project_option
+@click.option("--scope", type=click.Choice(["read", "write"]), default="write", show_default=True)
+@click.option("--days", type=int, help="Expire after this many days.")
+@output_option
+@pass_state
+def tokens_create(state: State, name: str, project: str | None, scope: str, days: int | None) -> None:
+    """Create a token; its secret is printed once."""
+    emit(state.client.tokens.create(name, project, scope, days), state.output)
+
+
+@tokens.command("revoke")
+@click.argument("token_id", type=int)
+@pass_state
+def tokens_revoke(state: State, token_id: int) -> None:
+    state.client.tokens.revoke(token_id)
+    click.echo(f"Revoked token {token_id}.")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
