@@ -30,6 +30,7 @@ from apps.serving.modelserver.batching import (
     configure_frameworks,
     predict_timing,
 )
+from apps.serving.modelserver.body import BodyTooLarge, Disconnected, read_body
 from apps.serving.modelserver.loading import load
 from apps.serving.modelserver.metrics import CONTENT_TYPE, Metrics
 from apps.serving.modelserver.predictors import Predictor
@@ -44,14 +45,6 @@ OCTETS = b"application/octet-stream"  # a JSON header, then binary tensor data
 HEADER_LENGTH = b"inference-header-content-length"
 EXTENSIONS = ["binary_tensor_data"]
 logger = logging.getLogger("modelserver")
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class _Disconnected(Exception):
-    pass
 
 
 class _Encoded(Exception):
@@ -143,7 +136,7 @@ class ModelServer:
         extra: tuple[tuple[bytes, bytes], ...] = ()
         content_type = JSON
         try:
-            body = await self._read_body(receive)
+            body = await read_body(receive, self.max_body_bytes)
             request = decode_request(body, model.predictor, _header_length(scope))
             results = await model.batcher.predict(request.x, request.outputs)
             payload, json_size = encode_response(model.name, model.version, request.id, results, request.binary)
@@ -156,13 +149,13 @@ class ModelServer:
         except _Encoded as exc:
             status, payload = 415, encode_error(f"compressed request bodies are not taken (Content-Encoding: {exc})")
             metrics.errors["bad_input"] += 1
-        except _BodyTooLarge:
-            status, payload = 413, encode_error(f"the body is larger than {self.max_body_bytes} bytes")
+        except BodyTooLarge as exc:
+            status, payload = 413, encode_error(str(exc))
             metrics.errors["bad_input"] += 1
         except ModelError as exc:
             status, payload = 500, encode_error(f"the model failed: {exc}")
             metrics.errors["model_error"] += 1
-        except _Disconnected:
+        except Disconnected:
             metrics.inflight -= 1
             return
         except Exception as exc:  # a bug of ours: answer, log, keep serving
@@ -173,21 +166,6 @@ class ModelServer:
         metrics.requests[status] += 1
         metrics.request_seconds.observe(time.perf_counter() - started)
         await _respond(send, status, payload, content_type, *extra)
-
-    async def _read_body(self, receive: Any) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise _BodyTooLarge
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:

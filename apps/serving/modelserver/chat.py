@@ -32,16 +32,13 @@ from typing import Any
 import orjson
 
 from apps.serving.modelserver import openai
+from apps.serving.modelserver.body import BodyTooLarge, Disconnected, read_body
 from apps.serving.modelserver.llm import ChatModel, ContextTooLong, Generation, Sampling
 
 logger = logging.getLogger("modelserver")
 JSON = b"application/json"
 EVENTS = b"text/event-stream"
 PLATFORM = "llm"
-
-
-class _Disconnected(Exception):
-    pass
 
 
 @dataclass
@@ -144,11 +141,14 @@ class ChatServer:
     async def _chat(self, receive: Any, send: Any) -> None:
         counters = self.counters
         try:
-            raw = await self._read_body(receive)
+            try:
+                raw = await read_body(receive, self.max_body_bytes)
+            except BodyTooLarge as exc:
+                raise openai.RequestError(str(exc), status=413) from None
             request = openai.parse_chat(raw, self.name, self.max_tokens)
             prompt = self.model.prompt_ids(request.messages)
             self.model.check_fits(prompt, request.max_tokens)
-        except _Disconnected:
+        except Disconnected:
             return
         except openai.RequestError as exc:
             await self._answer(send, exc.status, exc.body())
@@ -247,21 +247,6 @@ class ChatServer:
         headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *extra]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-    async def _read_body(self, receive: Any) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise openai.RequestError(f"the body is larger than {self.max_body_bytes} bytes", status=413)
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                return b"".join(chunks)
 
     def metrics(self) -> str:
         c, labels = self.counters, f'model="{self.name}"'
