@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 
 @dataclass
@@ -111,7 +112,9 @@ class DatasetInstaller:
         return delete_data
 
     def describe(self, entry: dict[str, Any]) -> str:
-        return _("Dataset “%(name)s” (%(count)s files)") % {"name": entry["name"], "count": len(entry.get("files", []))}
+        count = len(entry.get("files", []))
+        text = ngettext("Dataset “%(name)s” (%(count)s file)", "Dataset “%(name)s” (%(count)s files)", count)
+        return text % {"name": entry["name"], "count": count}
 
 
 class TemplateInstaller:

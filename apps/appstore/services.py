@@ -73,8 +73,15 @@ def bundle_of(version: AppVersion) -> bundles.Bundle:
 
 
 def plan(version: AppVersion) -> list[tuple[str, str]]:
-    """What installing `version` creates, in order: (kind, description) per object."""
+    """What installing `version` creates, in order: (kind, description) per object, named as an install under
+    the app's own name with the default parameters would name them."""
     spec = version.spec
+    try:
+        name = version.app.name
+        params = clean_parameters(version.manifest, name, {})
+        spec = substitute(spec, {"install": name, "params": params})
+    except ValidationError:  # a required parameter without a default: show the placeholders
+        pass
     return [(kind, get_installer(kind).describe(entry)) for kind in installer_kinds() for entry in spec.get(kind) or []]
 
 

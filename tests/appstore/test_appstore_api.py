@@ -48,7 +48,7 @@ def test_versions_say_what_they_create_and_the_bundle_downloads_with_its_digest(
     client = user_client(world.alice)
     [listed] = client.get(f"/api/v1/apps/{version.app_id}/versions/").json()
     assert listed["version"] == "1.0.0"
-    assert "Pipeline “{{ install }}” (5 steps)" in [c["description"] for c in listed["creates"]]
+    assert "Pipeline “tabular-classification” (5 steps)" in [c["description"] for c in listed["creates"]]
     response = client.get(f"/api/v1/apps/{version.app_id}/bundle/")
     assert response.status_code == 200
     data = b"".join(response.streaming_content) if response.streaming else response.content
