@@ -263,3 +263,32 @@ def test_accepted_connections_have_nagle_off():
 
     assert asyncio.run(accepted_nodelay()) == 1
     assert uvloop.run(accepted_nodelay()) == 1
+
+
+TEXTS = ["a great film, loved it", "dull and far too long", "loved the cast, great fun", "a dull, boring plot"]
+
+
+def test_a_text_model_takes_strings_by_its_signature(tmp_path):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import make_pipeline
+
+    from apps.jobs.builtin_tasks.sklearn_train import mlflow_model_dir
+
+    estimator = make_pipeline(TfidfVectorizer(), LogisticRegression()).fit(TEXTS, ["pos", "neg", "pos", "neg"])
+    predictor = load(mlflow_model_dir(estimator, tmp_path, text="text"))
+    assert (predictor.input.name, predictor.input.datatype, predictor.input.shape) == ("text", "BYTES", (-1,))
+    predictor.probe(2)  # empty strings, not zeros: the vectoriser takes them
+    assert predictor.outputs["predict"].datatype == "BYTES"
+    srv = Server(tmp_path)
+    try:
+        status, meta = srv.get("/v2/models/iris")  # the name the test server serves under
+        assert meta["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+        request = {"name": "text", "shape": [2], "datatype": "BYTES", "data": ["great fun, loved it", "so dull"]}
+        status, body = srv.infer({"inputs": [request]})
+        assert status == 200, body
+        assert outputs(body)["predict"].tolist() == ["pos", "neg"]
+        status, body = srv.infer({"inputs": [{"name": "text", "shape": [1], "datatype": "FP64", "data": [1.0]}]})
+        assert status == 400, body
+        assert "cannot feed the model's BYTES input" in body["error"]
+    finally:
+        srv.stop()

@@ -123,11 +123,13 @@ def accuracy_curve(estimator: Any, x: Any, y: list[Any], points: int = 100) -> d
     return curve
 
 
-def mlflow_model_dir(estimator: Any, root: Path, features: list[str] | None = None) -> Path:
+def mlflow_model_dir(estimator: Any, root: Path, features: list[str] | None = None, text: str | None = None) -> Path:
     """The model as an MLflow Model folder (MLmodel + model.pkl), loadable by `mlflow.pyfunc.load_model`
     and by the portal's model server. MLmodel is written as JSON, which is valid YAML. With `features` (the training
     columns), MLmodel has a column signature: the model server then names them in its metadata, and the app store's
-    "Try it" form asks for each by name."""
+    "Try it" form asks for each by name. With `text` (a text model: one string per row, e.g. a TF-IDF pipeline),
+    MLmodel has a tensor signature of strings under that name: the model server takes BYTES rows for it, and "Try
+    it" shows a text box."""
     import pickle
     import platform
     import uuid
@@ -163,6 +165,9 @@ def mlflow_model_dir(estimator: Any, root: Path, features: list[str] | None = No
     if features:
         columns = [{"type": "double", "name": name, "required": True} for name in features]
         mlmodel["signature"] = {"inputs": json.dumps(columns), "outputs": None}
+    if text:
+        tensor = {"type": "tensor", "name": text, "tensor-spec": {"dtype": "str", "shape": [-1]}}
+        mlmodel["signature"] = {"inputs": json.dumps([tensor]), "outputs": None}
     (folder / "MLmodel").write_text(json.dumps(mlmodel, indent=2) + "\n")
     python_env = {
         "python": platform.python_version(),

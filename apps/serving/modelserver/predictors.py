@@ -72,13 +72,15 @@ class Predictor:
         raise NotImplementedError
 
     def probe(self, rows: int) -> float:
-        """Run every output once on `rows` zero rows to fill in the output datatypes and shapes the model did not
-        declare; return the median seconds of the default outputs on those rows (the batcher decides from it
-        whether predict needs a thread).
+        """Run every output once on `rows` zero rows (empty strings for a BYTES input) to fill in the output
+        datatypes and shapes the model did not declare; return the median seconds of the default outputs on those
+        rows (the batcher decides from it whether predict needs a thread).
         Raises when the model rejects zeros; the caller keeps the declared specs then."""
         if self.input.shape is None or any(dim < 0 for dim in self.input.shape[1:]):
             raise ValueError("input shape unknown")
-        x = np.zeros((rows, *self.input.shape[1:]), dtype=self.dtype)
+        shape = (rows, *self.input.shape[1:])
+        # Strings for a BYTES input (a text model's vectoriser refuses numbers), zeros otherwise.
+        x = np.full(shape, "", dtype=object) if self.input.datatype == "BYTES" else np.zeros(shape, dtype=self.dtype)
         results = self.run(x, tuple(self.outputs))  # also the warm-up: first calls fill caches
         for name, value in results.items():
             value = np.asarray(value)
