@@ -2,8 +2,9 @@
 
 The inputs come from the model server's metadata (`GET /v2/models/<name>` of a ready replica of the current
 revision): one number field per named feature when the model declares its columns (the sklearn-train template
-writes an MLflow signature), otherwise one per position of its input's second dimension. The prediction is asked of
-that replica over the Open Inference Protocol v2, as the service page's console reads its metadata."""
+writes an MLflow signature), otherwise one per position of its input's second dimension; a text box when the model
+takes one string per row (a BYTES input of shape [-1], as the text classification app's model). The prediction is
+asked of that replica over the Open Inference Protocol v2, as the service page's console reads its metadata."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ class Endpoint:
     def input(self) -> dict[str, Any]:
         return (self.metadata.get("inputs") or [{}])[0]
 
+    @property
+    def text(self) -> str | None:
+        """The input's name when the model takes one string per row (a text model): the form is a text box."""
+        if self.input.get("datatype") == "BYTES" and list(self.input.get("shape") or []) == [-1]:
+            return str(self.input.get("name") or "input-0")
+        return None
+
 
 def endpoint(service: InferenceService) -> Endpoint:
     current = service.current_revision
@@ -59,15 +67,22 @@ def endpoint(service: InferenceService) -> Endpoint:
 
 
 def demo_form_class(point: Endpoint) -> type[forms.Form]:
+    if point.text:
+        widget = forms.Textarea(attrs={"rows": 3})
+        fields = {point.text: forms.CharField(label=_("Text"), max_length=10_000, strip=True, widget=widget)}
+        return type("TryItForm", (StyledFormMixin, forms.Form), fields)
     fields = {name: forms.FloatField(label=name) for name in point.features}
     return type("TryItForm", (StyledFormMixin, forms.Form), fields)
 
 
 def predict(point: Endpoint, values: dict[str, float]) -> dict[str, Any]:
-    """The model's outputs for one row (the form's values in the features' order), by output name."""
-    row = [float(values[name]) for name in point.features]
-    body = {"inputs": [{"name": point.input.get("name") or "input-0", "shape": [1, len(row)],
-                        "datatype": point.input.get("datatype") or "FP64", "data": row}]}  # fmt: skip
+    """The model's outputs for one row (the form's values in the features' order, or the text), by output name."""
+    if point.text:
+        body = {"inputs": [{"name": point.text, "shape": [1], "datatype": "BYTES", "data": [values[point.text]]}]}
+    else:
+        row = [float(values[name]) for name in point.features]
+        body = {"inputs": [{"name": point.input.get("name") or "input-0", "shape": [1, len(row)],
+                            "datatype": point.input.get("datatype") or "FP64", "data": row}]}  # fmt: skip
     try:
         response = requests.post(f"{point.upstream}/v2/models/{point.model_name}/infer", json=body, timeout=TIMEOUT)
         answer = response.json()

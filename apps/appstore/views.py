@@ -160,7 +160,7 @@ def installation_try(request: HttpRequest, project: Project, installation: Insta
     try:
         point = tryit.endpoint(services_[0])
         form = tryit.demo_form_class(point)(request.POST if request.method == "POST" else None)
-        context["form"] = form
+        context["form"], context["text"] = form, point.text
         if request.method == "POST" and form.is_valid():
             prediction = tryit.predict(point, form.cleaned_data)
             classes = (point.metadata.get("parameters") or {}).get("classes") or []

@@ -39,7 +39,8 @@ def test_search_and_filters(world):
     assert [a["name"] for a in client.get("/api/v1/apps/?q=classifier").json()["results"]] == ["tabular-classification"]
     assert [a["name"] for a in client.get("/api/v1/apps/?tag=test").json()["results"]] == ["tiny"]
     assert [a["name"] for a in client.get("/api/v1/apps/?category=classification").json()["results"]] == [
-        "tabular-classification"
+        "tabular-classification",
+        "text-classification",
     ]
 
 

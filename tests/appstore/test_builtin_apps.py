@@ -4,6 +4,8 @@ local agent runs its pipeline, the alias the pipeline sets deploys its service, 
 from __future__ import annotations
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from apps.appstore.services import install
 from apps.jobs.services import start_run
@@ -54,3 +56,34 @@ def test_the_app_installs_into_a_fresh_project_and_serves(app, api_agent):
     assert status == 200, answer
     predicted = next(o["data"] for o in answer["outputs"] if o["name"] == "predict")
     assert expected(predicted), predicted
+
+
+@pytest.mark.usefixtures("artifact_store", "fast_serving")
+def test_the_text_app_serves_a_text_model_and_its_try_it_form_is_a_text_box(api_agent):
+    owner = UserFactory(username="alice")
+    project = ProjectFactory(owner=owner, slug="fresh")
+    installation = install(builtin_version("text-classification"), project, owner)
+    [pipeline] = installation.objects_of("pipelines")
+    [service] = installation.objects_of("services")
+    [model] = installation.objects_of("models")
+
+    run = drive_run(start_run(pipeline, owner), timeout=300)
+
+    assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))
+    follow_alias(model.versions.get().registered_model_id, "staging")
+    service = drive_service(service, lambda s: s.status == InferenceService.Status.READY, timeout=180)
+    [replica] = ready_replicas(service.current_revision)
+    texts = ["Strong winds and heavy rain tonight.", "Bake the bread in a hot oven.", "A late goal won the match."]
+    body = {"inputs": [{"name": "text", "shape": [3], "datatype": "BYTES", "data": texts}]}
+    status, answer = post_json(f"{replica.upstream}/v2/models/{service.name}/infer", body)
+    assert status == 200, answer
+    assert next(o["data"] for o in answer["outputs"] if o["name"] == "predict") == ["weather", "cooking", "sport"]
+
+    client = Client()
+    client.force_login(owner)
+    url = reverse("appstore:installation-try", kwargs={"project": "fresh", "pk": installation.pk})
+    page = client.get(url).content.decode()
+    assert '<textarea name="text"' in page
+    answer = client.post(url, {"text": "Simmer the soup and stir in the garlic."}).content.decode()
+    assert "Prediction: <strong>cooking</strong>" in answer
+    assert "invalid-feedback" in client.post(url, {"text": "  "}).content.decode()  # required
