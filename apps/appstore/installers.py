@@ -270,7 +270,46 @@ class NotebookInstaller:
         }
 
 
+class StudyInstaller:
+    """`studies`: a hyperparameter study (apps.hpo), defined as the study form's YAML is (name, objectives, space,
+    algorithm, early_stopping, budget, seed, trial_template — which may name a pipeline the app installs). It starts
+    when the install commits. Uninstall stops it (its trials' runs are cancelled) and deletes it with its Optuna
+    study; the trials' runs, tracking runs and registered versions stay."""
+
+    kind, order = "studies", 45  # after the pipelines its trial template may name
+    FIELDS = (
+        "name", "description", "objectives", "space", "algorithm", "early_stopping", "budget", "seed", "trial_template",
+    )  # fmt: skip
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.hpo import services, storage
+
+        document = {k: entry[k] for k in self.FIELDS if k in entry}
+        study = services.create_study(ctx.project, ctx.user, document)  # its field errors: under `where` (install)
+        ctx.undo.append(lambda: storage.delete([study.optuna_name]))  # Optuna's rows are outside the transaction
+        return study
+
+    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+        from django.db import transaction
+
+        from apps.hpo import services, storage
+
+        services.stop_study(obj, _("Uninstalled."))
+        name = obj.optuna_name
+        obj.delete()
+        transaction.on_commit(lambda: storage.delete([name]))
+        return True
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        budget = entry.get("budget") if isinstance(entry.get("budget"), dict) else {}
+        return _("Study “%(name)s” tuning %(params)s (%(trials)s trials)") % {
+            "name": entry["name"],
+            "params": ", ".join(entry.get("space") or {}),
+            "trials": budget.get("max_trials", "?"),
+        }
+
+
 def register_builtin_installers() -> None:
     for installer in (DatasetInstaller(), TemplateInstaller(), ModelInstaller(), PipelineInstaller(),
-                      ServiceInstaller(), NotebookInstaller()):  # fmt: skip
+                      StudyInstaller(), ServiceInstaller(), NotebookInstaller()):  # fmt: skip
         register_installer(installer)

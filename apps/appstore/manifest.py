@@ -38,6 +38,7 @@ REQUIRED = {
     "pipelines": ("name", "nodes"),
     "services": ("name", "model"),
     "notebooks": ("name",),
+    "studies": ("name", "objectives", "space", "trial_template"),
 }
 
 

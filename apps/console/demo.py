@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apps.datasets import demo as datasets_demo
+from apps.hpo import demo as hpo_demo
 from apps.jobs import demo as jobs_demo
 from apps.jobs.models import Pipeline
 from apps.knowledge import demo as knowledge_demo
@@ -25,12 +26,15 @@ def examples() -> list[tuple[str, Callable[[Project, Any], Any]]]:
         ("portal-docs knowledge base", knowledge_demo.populate),
         ("iris service", serving_demo.populate),  # follows the alias the pipeline's last step sets
         ("iris pipeline", jobs_demo.iris_pipeline),
+        ("iris-sgd study", hpo_demo.populate),  # its trials read the iris dataset with the built-in templates
     ]
 
 
 def populate(project: Project, user: Any) -> Pipeline:
     """Idempotently: every example in `project`, ending with the iris pipeline, which it returns."""
     made = None
-    for _name, make in examples():
-        made = make(project, user)
+    for name, make in examples():
+        result = make(project, user)
+        if name == "iris pipeline":
+            made = result
     return made

@@ -36,7 +36,10 @@ def test_search_and_filters(world):
     builtin_version()
     add_version(tiny_bundle(), project=world.project_a)
     client = user_client(world.alice)
-    assert [a["name"] for a in client.get("/api/v1/apps/?q=classifier").json()["results"]] == ["tabular-classification"]
+    assert [a["name"] for a in client.get("/api/v1/apps/?q=classifier").json()["results"]] == [
+        "tabular-classification",
+        "tune-tabular",
+    ]
     assert [a["name"] for a in client.get("/api/v1/apps/?tag=test").json()["results"]] == ["tiny"]
     assert [a["name"] for a in client.get("/api/v1/apps/?category=classification").json()["results"]] == [
         "tabular-classification",
