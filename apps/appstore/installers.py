@@ -1,10 +1,9 @@
 """What an app creates, one installer per kind of object (a section of the manifest's `spec`).
 
-The built-in installers create datasets, job templates, registered models, pipelines, inference services and
-notebooks through the same services the pages use, so every rule of those apps holds. Apps above the app store's
-dependencies that make their own objects (labeling projects, knowledge bases) register an installer for their
-section with `register_installer` from their `AppConfig.ready()`; until one is registered, a manifest naming that
-section is refused ("nothing installs it").
+The installers create datasets, job templates, registered models, pipelines, inference services, notebooks and
+studies through the same services the pages use, so every rule of those apps holds. The app store sits above every
+app whose objects it installs (docs/architecture.md), so their installers live here and call those apps' services;
+a section no installer is registered for (`register_installer`) is refused ("nothing installs it").
 """
 
 from __future__ import annotations
