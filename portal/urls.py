@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from apps.accounts.api.views import ProfileView
 from apps.accounts.views import set_language
 from apps.labeling import media as labeling_media
+from apps.labeling import mlbackend as labeling_ml
 from apps.labeling import webhooks as labeling_webhooks
 from apps.notebooks.proxy import notebook_proxy
 from portal.api import router
@@ -42,6 +43,12 @@ urlpatterns = [
     # Signed, expiring links to one labeling task's file, for Label Studio (apps/labeling/media.py).
     path("labeling/media/<str:token>", labeling_media.serve, name="labeling-media"),
     path("labeling/webhook/<int:pk>", labeling_webhooks.receive, name="labeling-webhook"),
+    # The Label Studio ML-backend protocol in front of an attached inference service (apps/labeling/mlbackend.py).
+    path("labeling/ml/<int:pk>/health", labeling_ml.health, name="labeling-ml-health"),
+    path("labeling/ml/<int:pk>/setup", labeling_ml.setup, name="labeling-ml-setup"),
+    path("labeling/ml/<int:pk>/versions", labeling_ml.versions, name="labeling-ml-versions"),
+    path("labeling/ml/<int:pk>/predict", labeling_ml.predict, name="labeling-ml-predict"),
+    path("labeling/ml/<int:pk>/webhook", labeling_ml.webhook, name="labeling-ml-webhook"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="prometheus-django-metrics"),  # not public: portal/metrics.py

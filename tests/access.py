@@ -19,7 +19,7 @@ from apps.hpo.models import Study, Trial
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.knowledge.models import Document as KnowledgeDocument
 from apps.knowledge.models import KnowledgeBase
-from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask
+from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask, MLBackend
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
@@ -139,6 +139,13 @@ PROJECT_OBJECT_MAKERS[LabelingExport] = lambda project, owner: LabelingExport.ob
     version=dataset_factories.dataset_version(
         dataset_factories.dataset(project, owner, name=f"de-{Dataset.objects.count()}")
     ),
+)
+
+PROJECT_OBJECT_MAKERS[MLBackend] = lambda project, owner: MLBackend.objects.create(
+    labeling_project=make_labeling_project(project, owner),
+    service=InferenceService.objects.create(project=project, name=f"ml-{InferenceService.objects.count()}"),
+    username="u",
+    password_hash="!",
 )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask, LabelStudioServer
+from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask, LabelStudioServer, MLBackend
 from apps.projects.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline, TenantAdminMixin
 
 
@@ -31,6 +31,13 @@ class LabelingProjectAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmi
 class LabelingExportAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["labeling_project", "version", "formats", "annotated_tasks", "created_at"]
     list_select_related = ["labeling_project", "version__dataset"]
+
+
+@admin.register(MLBackend)
+class MLBackendAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["labeling_project", "service", "ls_ml_backend_id", "created_at"]
+    fields = ["labeling_project", "service", "username", "ls_ml_backend_id", "created_by", "created_at"]  # no hash
+    list_select_related = ["labeling_project", "service"]
 
 
 @admin.register(LabelStudioServer)

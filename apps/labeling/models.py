@@ -101,6 +101,9 @@ class LabelingTask(models.Model):
     ls_task_id = models.PositiveIntegerField(null=True, blank=True, db_index=True)
     path = models.CharField(max_length=1000)
     row = models.PositiveIntegerField(null=True, blank=True)  # the line of a text/CSV/JSONL file; null: whole file
+    # The attached model's last prediction for this task: its score orders "uncertain first" (lowest first).
+    score = models.FloatField(_("prediction score"), null=True, blank=True)
+    model_version = models.CharField(_("model version"), max_length=200, blank=True)
 
     objects = TenantQuerySet.as_manager()
     tenant_path = "labeling_project__project"
@@ -136,6 +139,38 @@ class LabelingExport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.labeling_project} → {self.version_id}"
+
+    @property
+    def project(self):
+        return self.labeling_project.project
+
+
+class MLBackend(models.Model):
+    """An inference service of the project attached to a labeling project as Label Studio's ML backend.
+
+    The portal answers the ML-backend protocol for it (`mlbackend.py`); Label Studio calls with HTTP basic auth:
+    `username` and a random password, sent to Label Studio once at registration and kept here only as a
+    Django password hash (a leaked row cannot be replayed).
+    """
+
+    labeling_project = models.OneToOneField(LabelingProject, on_delete=models.CASCADE, related_name="ml_backend")
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="+")
+    username = models.CharField(max_length=100)
+    password_hash = models.CharField(max_length=200)
+    ls_ml_backend_id = models.PositiveIntegerField(_("Label Studio ML backend"), null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+    tenant_path = "labeling_project__project"
+
+    class Meta:
+        verbose_name = _("ML backend")
+
+    def __str__(self) -> str:
+        return f"{self.labeling_project} ← {self.service}"
 
     @property
     def project(self):

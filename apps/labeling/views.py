@@ -10,13 +10,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from apps.labeling import export, server, services
+from apps.labeling import autolabel, export, server, services
 from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
 from apps.labeling.forms import LabelingProjectForm
-from apps.labeling.models import LabelingProject
+from apps.labeling.models import LabelingProject, MLBackend
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from apps.serving.models import InferenceService
 from portal.lib.forms import add_service_errors
 
 
@@ -64,6 +65,9 @@ def labeling_detail(request: HttpRequest, project: Project, labeling: LabelingPr
         "can_annotate": has_project_perm(request.user, project, CONTRIBUTE),
         "exports": labeling.exports.select_related("version__dataset"),
         "progress": labeling.progress,
+        "ml_backend": MLBackend.objects.filter(labeling_project=labeling).select_related("service").first(),
+        "services": InferenceService.objects.filter(project=project).order_by("name"),
+        "uncertain": [t for t in autolabel.uncertain_first(labeling)[:20] if t.score is not None],
     }
     return render(request, "labeling/labeling_detail.html", context)
 
@@ -78,4 +82,39 @@ def labeling_export(request: HttpRequest, project: Project, labeling: LabelingPr
         messages.error(request, str(exc))
     else:
         messages.success(request, _("Annotations exported as %(ref)s.") % {"ref": made.version.ref})
+    return redirect("labeling:labeling-detail", project=project.slug, pk=labeling.pk)
+
+
+@project_view(CONTRIBUTE, model=LabelingProject, methods=("POST",))
+def labeling_attach(request: HttpRequest, project: Project, labeling: LabelingProject) -> HttpResponse:
+    """Attach an inference service of this project as the auto-labeler (Label Studio's ML backend)."""
+    raw = request.POST.get("service", "")
+    service = InferenceService.objects.filter(project=project, pk=int(raw)).first() if raw.isdigit() else None
+    if service is None:
+        messages.error(request, _("Choose an inference service of this project."))
+    else:
+        try:
+            autolabel.attach(labeling, service, request.user)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        except (LabelStudioUnavailable, LabelStudioError) as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, _("%(name)s now pre-annotates this project.") % {"name": service.name})
+    return redirect("labeling:labeling-detail", project=project.slug, pk=labeling.pk)
+
+
+@project_view(CONTRIBUTE, model=LabelingProject, methods=("POST",))
+def labeling_preannotate(request: HttpRequest, project: Project, labeling: LabelingProject) -> HttpResponse:
+    """Pre-annotate all: every task predicted by the attached service, imported into Label Studio in bulk."""
+    row = MLBackend.objects.filter(labeling_project=labeling).select_related("service").first()
+    if row is None:
+        messages.error(request, _("Attach an inference service first."))
+    else:
+        try:
+            count = autolabel.preannotate_all(row)
+        except (autolabel.NotServing, LabelStudioUnavailable, LabelStudioError) as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, _("%(n)d predictions imported into Label Studio.") % {"n": count})
     return redirect("labeling:labeling-detail", project=project.slug, pk=labeling.pk)

@@ -6,7 +6,7 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from apps.labeling.models import LabelingProject
-from apps.projects.api.serializers import StrictModelSerializer, VisibleProjectField
+from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 
 
 class LabelingProjectSerializer(StrictModelSerializer):
@@ -30,3 +30,9 @@ class LabelingProjectSerializer(StrictModelSerializer):
         read_only_fields = ["ls_project_id", "status", "reason", "task_count", "created_at"]
         validators: list[Any] = []  # uniqueness is the service's (one message for pages and API)
         extra_kwargs = {"name": {"validators": []}, "kind": {"validators": []}}
+
+
+class AttachServiceSerializer(StrictSerializer):
+    """The inference service (its id, in the labeling project's project) to attach as Label Studio's ML backend."""
+
+    service = serializers.IntegerField(min_value=1, help_text=_("The id of an inference service of the same project."))

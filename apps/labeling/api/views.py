@@ -7,18 +7,19 @@ from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.datasets.models import DatasetVersion
-from apps.labeling import export, services
-from apps.labeling.api.serializers import LabelingProjectSerializer
+from apps.labeling import autolabel, export, services
+from apps.labeling.api.serializers import AttachServiceSerializer, LabelingProjectSerializer
 from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
 from apps.labeling.filters import LabelingProjectFilterSet
-from apps.labeling.models import LabelingProject
+from apps.labeling.models import LabelingProject, MLBackend
 from apps.projects.api.base import ProjectScopedViewSet
-from apps.projects.permissions import CONTRIBUTE
+from apps.projects.permissions import CONTRIBUTE, VIEW
+from apps.serving.models import InferenceService
 
 
 class LabelStudioDown(APIException):
@@ -29,6 +30,11 @@ class LabelStudioDown(APIException):
 class LabelStudioRefused(APIException):
     status_code = status.HTTP_502_BAD_GATEWAY
     default_code = "label_studio_error"
+
+
+class ModelUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "model_unavailable"
 
 
 class LabelingProjectViewSet(ProjectScopedViewSet):
@@ -42,10 +48,12 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
     search_fields = ["name", "description"]
     ordering_fields = ["name", "created_at", "status"]
     http_method_names = ["get", "post", "delete", "head", "options"]
-    action_perms = {"export": CONTRIBUTE}
+    action_perms = {"export": CONTRIBUTE, "ml_backend": CONTRIBUTE, "preannotate": CONTRIBUTE, "uncertain": VIEW}
 
     def handle_exception(self, exc: Exception) -> Any:
-        if isinstance(exc, LabelStudioUnavailable):
+        if isinstance(exc, autolabel.NotServing):
+            exc = ModelUnavailable(str(exc))
+        elif isinstance(exc, LabelStudioUnavailable):
             exc = LabelStudioDown(str(exc))
         elif isinstance(exc, LabelStudioError):
             exc = LabelStudioRefused(_("Label Studio refused the request: %(detail)s") % {"detail": exc.detail})
@@ -82,3 +90,38 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
         body = {"version": made.version_id, "ref": made.version.ref, "formats": made.formats,
                 "annotated_tasks": made.annotated_tasks}  # fmt: skip
         return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=AttachServiceSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"], url_path="ml-backend")
+    def ml_backend(self, request: Request, pk: str | None = None) -> Response:
+        """Attach an inference service of this project as Label Studio's ML backend (basic auth; Label Studio
+        checks /health and /setup at once). A service of another project: 404."""
+        labeling = self.get_object()
+        given = AttachServiceSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        service_id = given.validated_data["service"]
+        service = InferenceService.objects.filter(project=labeling.project, pk=service_id).first()
+        if service is None:
+            raise NotFound(_("No such inference service in this project."))
+        row = autolabel.attach(labeling, service, request.user)
+        body = {"service": service.pk, "ml_backend": row.ls_ml_backend_id, "url": autolabel.backend_url(row),
+                "model_version": autolabel.model_version(service)}  # fmt: skip
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def preannotate(self, request: Request, pk: str | None = None) -> Response:
+        """Pre-annotate all: the attached service predicts every task, imported into Label Studio in bulk."""
+        labeling = self.get_object()
+        row = MLBackend.objects.filter(labeling_project=labeling).select_related("service").first()
+        if row is None:
+            raise ValidationError({"service": [_("Attach an inference service first.")]})
+        return Response({"predictions": autolabel.preannotate_all(row)})
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def uncertain(self, request: Request, pk: str | None = None) -> Response:
+        """The tasks in "uncertain first" order for active learning: lowest prediction score first."""
+        tasks = autolabel.uncertain_first(self.get_object())
+        return Response({"results": [{"task": t.ls_task_id, "path": t.path, "row": t.row, "score": t.score,
+                                      "model_version": t.model_version} for t in tasks]})  # fmt: skip
