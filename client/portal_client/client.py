@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from portal_client._http import Http
+from portal_client.catalog import Apps, Installations, KnowledgeBases, LabelingProjects, Studies
 from portal_client.datasets import Datasets
 from portal_client.errors import NotFound, RunFailed, WaitTimeout
 from portal_client.logs import Logs
@@ -411,6 +412,11 @@ class Client:
         self.services = Services(self.http)
         self.notebooks = Notebooks(self.http)
         self.tokens = Tokens(self.http)
+        self.studies = Studies(self.http)
+        self.knowledge = KnowledgeBases(self.http)
+        self.apps = Apps(self.http)
+        self.installations = Installations(self.http)
+        self.labeling = LabelingProjects(self.http)
 
     @classmethod
     def from_config(cls, server: str | None = None) -> Client:

@@ -275,3 +275,123 @@ class Token(Model):
     revoked_at: str | None = None
     token: str | None = None  # only in the answer that created it
     columns: ClassVar[tuple[str, ...]] = ("id", "name", "project", "prefix", "scope", "expires_at")
+
+
+@dataclass
+class Study(Model):
+    id: int = 0
+    project: str = ""
+    name: str = ""
+    description: str = ""
+    algorithm: str = ""
+    status: str = ""
+    reason: str = ""
+    max_trials: int = 0
+    parallel_trials: int = 0
+    best_trial: dict[str, Any] | None = None
+    trial_counts: dict[str, int] = field(default_factory=dict)
+    created_by: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    columns: ClassVar[tuple[str, ...]] = ("id", "project", "name", "status", "algorithm", "max_trials")
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status not in ("pending", "running")
+
+
+@dataclass
+class Trial(Model):
+    number: int = 0
+    status: str = ""
+    reason: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    values: list[float] | None = None
+    last_step: int | None = None
+    run: int | None = None
+    columns: ClassVar[tuple[str, ...]] = ("number", "status", "params", "values", "run")
+
+
+@dataclass
+class KnowledgeBase(Model):
+    id: int = 0
+    project: str = ""
+    name: str = ""
+    description: str = ""
+    llm_url: str = ""
+    llm_model: str = ""
+    shared_with: list[str] = field(default_factory=list)
+    document_count: int = 0
+    created_at: str | None = None
+    columns: ClassVar[tuple[str, ...]] = ("id", "project", "name", "document_count", "llm_model")
+
+
+@dataclass
+class Document(Model):
+    id: int = 0
+    knowledge_base: int = 0
+    name: str = ""
+    kind: str = ""
+    tags: list[str] = field(default_factory=list)
+    size: int = 0
+    version: int = 0
+    status: str = ""
+    reason: str = ""
+    chunk_count: int = 0
+    columns: ClassVar[tuple[str, ...]] = ("id", "name", "kind", "version", "status", "chunk_count")
+
+
+@dataclass
+class App(Model):
+    id: int = 0
+    name: str = ""
+    project: str | None = None
+    visibility: str = ""
+    builtin: bool = False
+    latest: dict[str, Any] | None = None
+    columns: ClassVar[tuple[str, ...]] = ("id", "name", "project", "visibility", "builtin")
+
+
+@dataclass
+class AppVersion(Model):
+    id: int = 0
+    version: str = ""
+    digest: str = ""
+    manifest: dict[str, Any] = field(default_factory=dict)
+    readme: str = ""
+    creates: list[dict[str, str]] = field(default_factory=list)
+    created_at: str | None = None
+    columns: ClassVar[tuple[str, ...]] = ("id", "version", "digest", "created_at")
+
+
+@dataclass
+class Installation(Model):
+    id: int = 0
+    project: str = ""
+    app_name: str = ""
+    app_version_number: str = ""
+    name: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    created: list[dict[str, Any]] = field(default_factory=list)
+    created_by: str | None = None
+    created_at: str | None = None
+    columns: ClassVar[tuple[str, ...]] = ("id", "project", "name", "app_name", "app_version_number")
+
+
+@dataclass
+class LabelingProject(Model):
+    id: int = 0
+    project: str = ""
+    name: str = ""
+    description: str = ""
+    dataset_version: int = 0
+    dataset: str = ""
+    kind: str = ""
+    labels: list[str] = field(default_factory=list)
+    status: str = ""
+    reason: str = ""
+    task_count: int = 0
+    progress: dict[str, Any] = field(default_factory=dict)
+    synced_at: str | None = None
+    created_at: str | None = None
+    columns: ClassVar[tuple[str, ...]] = ("id", "project", "name", "kind", "dataset", "status", "task_count")

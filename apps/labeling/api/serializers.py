@@ -25,9 +25,9 @@ class LabelingProjectSerializer(StrictModelSerializer):
         model = LabelingProject
         fields = [
             "id", "project", "name", "description", "dataset_version", "dataset", "kind", "labels", "text_column",
-            "label_config", "ls_project_id", "status", "reason", "task_count", "created_at",
+            "label_config", "ls_project_id", "status", "reason", "task_count", "progress", "synced_at", "created_at",
         ]  # fmt: skip
-        read_only_fields = ["ls_project_id", "status", "reason", "task_count", "created_at"]
+        read_only_fields = ["ls_project_id", "status", "reason", "task_count", "progress", "synced_at", "created_at"]
         validators: list[Any] = []  # uniqueness is the service's (one message for pages and API)
         extra_kwargs = {"name": {"validators": []}, "kind": {"validators": []}}
 
