@@ -23,7 +23,7 @@ def test_search_show_install_and_uninstall_from_the_command_line(logged_in, cli)
     builtin_version()
     found = cli("apps", "list", "-q", "classifier", "--json")
     assert found.exit_code == 0, found.output
-    assert [a["name"] for a in json.loads(found.stdout)] == ["tabular-classification"]
+    assert [a["name"] for a in json.loads(found.stdout)] == ["tabular-classification", "tune-tabular"]
     shown = cli("apps", "get", "tabular-classification")
     assert shown.exit_code == 0, shown.output
     assert "version 1.0.0 creates:" in shown.stdout
