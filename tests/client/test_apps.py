@@ -27,7 +27,7 @@ def test_search_show_install_and_uninstall_from_the_command_line(logged_in, cli)
     shown = cli("apps", "get", "tabular-classification")
     assert shown.exit_code == 0, shown.output
     assert "version 1.0.0 creates:" in shown.stdout
-    assert "pipelines: Pipeline “{{ install }}” (5 steps)" in shown.stdout
+    assert "pipelines: Pipeline “tabular-classification” (5 steps)" in shown.stdout
 
     made = cli("apps", "install", "tabular-classification", "-p", "project-a", "--name", "flowers",
                "--param", "model=random_forest", "-o", "json")  # fmt: skip
