@@ -25,7 +25,7 @@ class AppVersionSerializer(StrictModelSerializer):
 class AppSerializer(StrictModelSerializer):
     """A catalogue entry with its newest version's metadata; `versions` on the detail."""
 
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)  # none: built-in
     latest = serializers.SerializerMethodField()
 
     class Meta:
