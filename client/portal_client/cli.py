@@ -172,6 +172,13 @@ def projects_delete(state: State, slug: str) -> None:
 project_option = click.option("-p", "--project", envvar="PORTAL_PROJECT", help="Project slug.")
 
 
+def need_project(project: str | None) -> str:
+    """The project a command that creates something must be given (--project or PORTAL_PROJECT)."""
+    if not project:
+        raise click.UsageError("Give the project: --project SLUG.")
+    return project
+
+
 @main.group()
 def datasets() -> None:
     """Datasets and their versions (push a folder, pull a version)."""
@@ -202,8 +209,7 @@ def datasets_get(state: State, name: str, project: str | None) -> None:
 @output_option
 @pass_state
 def datasets_create(state: State, name: str, project: str | None, description: str) -> None:
-    if not project:
-        raise click.UsageError("Give the project: --project SLUG.")
+    project = need_project(project)
     emit(state.client.datasets.create(project, name, description), state.output)
 
 
@@ -313,8 +319,7 @@ def pipelines_get(state: State, pipeline: str, project: str | None) -> None:
 @pass_state
 def pipelines_apply(state: State, file: Any, project: str | None) -> None:
     """Create the pipeline in the YAML file, or update the one with its name."""
-    if not project:
-        raise click.UsageError("Give the project: --project SLUG.")
+    project = need_project(project)
     emit(state.client.pipelines.apply(project, file.read()), state.output)
 
 
@@ -534,8 +539,7 @@ def models_get(state: State, model: str, project: str | None) -> None:
 @output_option
 @pass_state
 def models_create(state: State, name: str, project: str | None, description: str) -> None:
-    if not project:
-        raise click.UsageError("Give the project: --project SLUG.")
+    project = need_project(project)
     emit(state.client.models.create(project, name, description), state.output)
 
 
@@ -616,8 +620,7 @@ def services_get(state: State, service: str, project: str | None) -> None:
 def services_create(
     state: State, name: str, registered_model: str, model_version: int | None, follow_alias: str, project: str | None
 ) -> None:
-    if not project:
-        raise click.UsageError("Give the project: --project SLUG.")
+    project = need_project(project)
     fields: dict[str, Any] = {"model_version": model_version}
     if follow_alias:
         fields["follow_alias"] = follow_alias
@@ -700,8 +703,7 @@ def notebooks_get(state: State, notebook_id: int) -> None:
 @output_option
 @pass_state
 def notebooks_create(state: State, name: str, project: str | None, ide: str | None) -> None:
-    if not project:
-        raise click.UsageError("Give the project: --project SLUG.")
+    project = need_project(project)
     fields = {"ide": ide} if ide else {}
     emit(state.client.notebooks.create(project, name, **fields), state.output)
 
@@ -765,12 +767,6 @@ def tokens_revoke(state: State, token_id: int) -> None:
 # --- studies -----------------------------------------------------------------------------------
 
 
-def _need_project(project: str | None) -> str:
-    if not project:
-        raise click.UsageError("Give the project: --project SLUG.")
-    return project
-
-
 @main.group()
 def studies() -> None:
     """Hyperparameter studies (create from YAML, trials, stop, register the best model)."""
@@ -810,7 +806,7 @@ def studies_create(state: State, file: Any, project: str | None, wait: bool, tim
     if not isinstance(definition, dict):
         raise click.UsageError("The file is not a YAML mapping.")
     project = project or definition.get("project")
-    study = state.client.studies.create(_need_project(project), definition)
+    study = state.client.studies.create(need_project(project), definition)
     if wait:
         study = state.client.studies.wait(study.id, timeout=timeout)
     emit(study, state.output)
@@ -888,7 +884,7 @@ def knowledge_create(
     state: State, name: str, project: str | None, description: str, llm_url: str | None, llm_model: str | None
 ) -> None:
     fields = {key: value for key, value in (("llm_url", llm_url), ("llm_model", llm_model)) if value}
-    emit(state.client.knowledge.create(_need_project(project), name, description, **fields), state.output)
+    emit(state.client.knowledge.create(need_project(project), name, description, **fields), state.output)
 
 
 @knowledge.command("delete")
@@ -1043,7 +1039,7 @@ def apps_install(
         if not sep or not key:
             raise click.UsageError(f"--param {item!r}: write KEY=VALUE.")
         parameters[key] = yaml.safe_load(value) if value else ""
-    made = state.client.apps.install(_need_project(project), app, name, parameters, app_version)
+    made = state.client.apps.install(need_project(project), app, name, parameters, app_version)
     emit(made, state.output)
 
 
@@ -1085,7 +1081,7 @@ def apps_export(state: State, app: str, target: Path, app_version: str | None) -
 @pass_state
 def apps_upload(state: State, bundle: Path, project: str | None, visibility: str) -> None:
     """Add the zip BUNDLE as a new version of the project's app (project admins)."""
-    emit(state.client.apps.upload(_need_project(project), bundle, visibility), state.output)
+    emit(state.client.apps.upload(need_project(project), bundle, visibility), state.output)
 
 
 # --- labeling ----------------------------------------------------------------------------------
