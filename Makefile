@@ -239,7 +239,7 @@ security: dev-install secret-key
 vendor:
 	npm ci --ignore-scripts --no-audit --no-fund
 	rm -rf static/vendor && mkdir -p static/vendor/bootstrap static/vendor/bootstrap-icons static/vendor/htmx static/vendor/echarts \
-	   static/vendor/x6 static/vendor/dagre
+	   static/vendor/x6 static/vendor/dagre static/vendor/label-studio
 	cp node_modules/bootstrap/dist/css/bootstrap.min.css node_modules/bootstrap/dist/css/bootstrap.min.css.map \
 	   node_modules/bootstrap/dist/js/bootstrap.bundle.min.js node_modules/bootstrap/dist/js/bootstrap.bundle.min.js.map \
 	   node_modules/bootstrap/LICENSE static/vendor/bootstrap/
@@ -251,6 +251,12 @@ vendor:
 	cp node_modules/@antv/x6/dist/x6.min.js node_modules/@antv/x6/LICENSE static/vendor/x6/
 	cp node_modules/@dagrejs/dagre/dist/dagre.min.js node_modules/@dagrejs/dagre/dist/dagre.min.js.LEGAL.txt \
 	   node_modules/@dagrejs/dagre/LICENSE static/vendor/dagre/
+	# Label Studio's own front end for the portal's annotate page (docs/labeling.md): 1.4.0 is the newest npm release
+	# that ships its build (1.8.0 was published without build/).
+	cp node_modules/@heartexlabs/label-studio/build/static/js/main.js \
+	   node_modules/@heartexlabs/label-studio/build/static/js/main.js.LICENSE.txt \
+	   node_modules/@heartexlabs/label-studio/build/static/css/main.css \
+	   node_modules/@heartexlabs/label-studio/LICENSE static/vendor/label-studio/
 	sha256sum package-lock.json | cut -d' ' -f1 > static/vendor/.package-lock.sha256
 
 # `make run` refreshes static/vendor when package-lock.json changed since it was built (a checksum, not file
