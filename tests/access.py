@@ -19,7 +19,7 @@ from apps.hpo.models import Study, Trial
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.knowledge.models import Document as KnowledgeDocument
 from apps.knowledge.models import KnowledgeBase
-from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask, MLBackend
+from apps.labeling.models import Annotation, LabelingExport, LabelingProject, LabelingTask, MLBackend
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
@@ -133,6 +133,12 @@ def make_labeling_project(project: Project, owner: Any) -> LabelingProject:
 PROJECT_OBJECT_MAKERS[LabelingProject] = make_labeling_project
 PROJECT_OBJECT_MAKERS[LabelingTask] = lambda project, owner: LabelingTask.objects.create(
     labeling_project=make_labeling_project(project, owner), path="a.png"
+)
+PROJECT_OBJECT_MAKERS[Annotation] = lambda project, owner: Annotation.objects.create(
+    task=LabelingTask.objects.create(labeling_project=make_labeling_project(project, owner), path="a.png"),
+    user=owner,
+    username=owner.username,
+    ls_annotation_id=Annotation.objects.count() + 1,
 )
 PROJECT_OBJECT_MAKERS[LabelingExport] = lambda project, owner: LabelingExport.objects.create(
     labeling_project=make_labeling_project(project, owner),

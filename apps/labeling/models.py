@@ -97,6 +97,11 @@ class LabelingTask(models.Model):
     annotations synced back can be matched to files.
     """
 
+    class State(models.TextChoices):
+        TODO = "todo", _("To do")
+        LABELED = "labeled", _("Labeled")
+        SKIPPED = "skipped", _("Skipped")
+
     labeling_project = models.ForeignKey(LabelingProject, on_delete=models.CASCADE, related_name="tasks")
     ls_task_id = models.PositiveIntegerField(null=True, blank=True, db_index=True)
     path = models.CharField(max_length=1000)
@@ -104,6 +109,9 @@ class LabelingTask(models.Model):
     # The attached model's last prediction for this task: its score orders "uncertain first" (lowest first).
     score = models.FloatField(_("prediction score"), null=True, blank=True)
     model_version = models.CharField(_("model version"), max_length=200, blank=True)
+    # Where the task stands in Label Studio (sync.py keeps it; the annotate page writes it at once): the page's
+    # next task is the first one still to do, in "uncertain first" order.
+    state = models.CharField(_("state"), max_length=10, choices=State.choices, default=State.TODO)
 
     objects = TenantQuerySet.as_manager()
     tenant_path = "labeling_project__project"
@@ -117,6 +125,37 @@ class LabelingTask(models.Model):
     @property
     def project(self):
         return self.labeling_project.project
+
+
+class Annotation(models.Model):
+    """An annotation made in the portal's annotate page: which portal user made it (Label Studio records the
+    portal's service account as `completed_by`; this row is who really annotated, for per-annotator progress).
+
+    The result itself lives in Label Studio only; `ls_annotation_id` is its id there.
+    """
+
+    task = models.ForeignKey(LabelingTask, on_delete=models.CASCADE, related_name="annotations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    # Kept when the account is deleted: progress still names who annotated.
+    username = models.CharField(_("annotator"), max_length=150)
+    ls_annotation_id = models.PositiveIntegerField(_("Label Studio annotation"), unique=True)
+    was_cancelled = models.BooleanField(_("skipped"), default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+    tenant_path = "task__labeling_project__project"
+
+    class Meta:
+        ordering = ["task", "pk"]
+        constraints = [models.UniqueConstraint(fields=["task", "user"], name="labeling_annotation_one_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.username} → {self.task}"
+
+    @property
+    def project(self):
+        return self.task.labeling_project.project
 
 
 class LabelingExport(models.Model):

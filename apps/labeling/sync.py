@@ -19,7 +19,8 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from apps.labeling.client import LabelStudio
-from apps.labeling.models import LabelingProject
+from apps.labeling.models import Annotation, LabelingProject, LabelingTask
+from apps.projects.events import publish_event
 
 WEBHOOK_HEADER = "X-Portal-Labeling-Secret"
 WEBHOOK_ACTIONS = [
@@ -53,8 +54,14 @@ def register_webhook(client: LabelStudio, row: LabelingProject, portal_url: str)
     )
 
 
-def progress(tasks: list[dict[str, Any]], users: dict[int, str]) -> dict[str, Any]:
-    """labeled / skipped / total, annotations per annotator, and pairwise agreement where a task has several."""
+def progress(
+    tasks: list[dict[str, Any]], users: dict[int, str], portal_names: dict[int, str] | None = None
+) -> dict[str, Any]:
+    """labeled / skipped / total, annotations per annotator, and pairwise agreement where a task has several.
+
+    An annotation made through the portal's annotate page counts for the portal user who made it
+    (`portal_names`: Label Studio annotation id → username); others for their Label Studio user's e-mail."""
+    portal_names = portal_names or {}
     labeled = skipped = 0
     per_annotator: Counter[str] = Counter()
     pairs = agreeing = 0
@@ -68,7 +75,8 @@ def progress(tasks: list[dict[str, Any]], users: dict[int, str]) -> dict[str, An
         for annotation in done:
             who = annotation.get("completed_by")
             who = who.get("id") if isinstance(who, dict) else who
-            per_annotator[users.get(who, str(who))] += 1
+            name = portal_names.get(annotation.get("id")) or users.get(who, str(who))
+            per_annotator[name] += 1
         results = [_canonical(a.get("result") or []) for a in done]
         for first, second in itertools.combinations(results, 2):
             pairs += 1
@@ -89,10 +97,40 @@ def _canonical(result: list[dict[str, Any]]) -> str:
     return "|".join(items)
 
 
+def task_state(task: dict[str, Any]) -> str:
+    annotations = task.get("annotations") or []
+    if any(not a.get("was_cancelled") for a in annotations):
+        return LabelingTask.State.LABELED
+    return LabelingTask.State.SKIPPED if annotations else LabelingTask.State.TODO
+
+
 def sync_project(client: LabelStudio, row: LabelingProject) -> LabelingProject:
+    """Progress and each task's state read back from Label Studio; the project's open pages told when the progress
+    changed (so the reconcile, which mostly finds nothing new, tells nobody anything)."""
     tasks = list(client.list_tasks(row.ls_project_id))
     users = {u["id"]: u.get("email") or str(u["id"]) for u in client.request("GET", "/api/users/") or []}
-    row.progress = progress(tasks, users)
+    portal_rows = Annotation.objects.filter(task__labeling_project=row).values_list(
+        "pk", "ls_annotation_id", "username"
+    )
+    present = {a.get("id") for t in tasks for a in t.get("annotations") or []}
+    portal_names = {ls_id: name for _, ls_id, name in portal_rows if ls_id in present}
+    # Deleted in Label Studio (ANNOTATIONS_DELETED): the portal's record of who made it goes too.
+    gone = [pk for pk, ls_id, _ in portal_rows if ls_id not in present]
+    for start in range(0, len(gone), 500):
+        Annotation.objects.filter(pk__in=gone[start : start + 500]).delete()
+    before = row.progress
+    row.progress = progress(tasks, users, portal_names)
     row.synced_at = timezone.now()
     row.save(update_fields=["progress", "synced_at"])
+    states = {t["id"]: task_state(t) for t in tasks if "id" in t}
+    changed = []
+    for task in LabelingTask.objects.filter(labeling_project=row, ls_task_id__isnull=False).only("ls_task_id", "state"):
+        if task.ls_task_id in states and task.state != states[task.ls_task_id]:
+            task.state = states[task.ls_task_id]
+            changed.append(task)
+    LabelingTask.objects.bulk_update(changed, ["state"], batch_size=1000)
+    if row.progress != before:
+        publish_event(
+            row.project_id, "labeling", row.pk, **{k: row.progress[k] for k in ("labeled", "skipped", "total")}
+        )
     return row

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from apps.labeling import autolabel, export, server, services
@@ -68,8 +69,40 @@ def labeling_detail(request: HttpRequest, project: Project, labeling: LabelingPr
         "ml_backend": MLBackend.objects.filter(labeling_project=labeling).select_related("service").first(),
         "services": InferenceService.objects.filter(project=project).order_by("name"),
         "uncertain": [t for t in autolabel.uncertain_first(labeling)[:20] if t.score is not None],
+        "detail_url": request.path,
     }
     return render(request, "labeling/labeling_detail.html", context)
+
+
+@project_view(CONTRIBUTE, model=LabelingProject, methods=("GET",))
+def labeling_annotate(request: HttpRequest, project: Project, labeling: LabelingProject) -> HttpResponse:
+    """Annotate in the portal: Label Studio's own front end, fed and saved through the portal's API (annotate.py);
+    editors and above. A viewer gets 403 and keeps the project's page with its progress."""
+    api = reverse("api:labelingproject-detail", args=[labeling.pk])
+    context = {
+        "project": project,
+        "labeling": labeling,
+        "labelstudio": server.state(),
+        "progress": labeling.progress,
+        "detail_url": reverse("labeling:labeling-detail", kwargs={"project": project.slug, "pk": labeling.pk}),
+        "annotate_data": {
+            "config": labeling.label_config,
+            "next": api + "next-task/",
+            "save": api + "annotations/",
+            "user": {"pk": request.user.pk, "firstName": request.user.get_username(), "lastName": ""},
+            "task": request.GET.get("task", ""),
+        },
+        "annotate_messages": {
+            "loading": _("Loading the next task…"),
+            "saving": _("Saving…"),
+            "saved": _("Saved. Loading the next task…"),
+            "skipped": _("Skipped. Loading the next task…"),
+            "remaining": _("%(n)s tasks still to do"),
+            "task": _("Task %(id)s: %(path)s"),
+            "failed": _("Not saved: %(reason)s"),
+        },
+    }
+    return render(request, "labeling/labeling_annotate.html", context)
 
 
 @project_view(CONTRIBUTE, model=LabelingProject, methods=("POST",))

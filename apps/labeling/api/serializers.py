@@ -36,3 +36,16 @@ class AttachServiceSerializer(StrictSerializer):
     """The inference service (its id, in the labeling project's project) to attach as Label Studio's ML backend."""
 
     service = serializers.IntegerField(min_value=1, help_text=_("The id of an inference service of the same project."))
+
+
+class AnnotationSerializer(StrictSerializer):
+    """One annotation from the annotate page (or any client): the task (its portal id, from `next-task`), the
+    regions in Label Studio's result format, or `was_cancelled` to skip the task. Sent again for the same task, it
+    updates the caller's annotation."""
+
+    task = serializers.IntegerField(min_value=1, help_text=_("The portal id of a task of this labeling project."))
+    result = serializers.JSONField(required=False, default=list, help_text=_("Label Studio's list of regions."))
+    was_cancelled = serializers.BooleanField(required=False, default=False, help_text=_("Skip the task."))
+    lead_time = serializers.FloatField(
+        required=False, allow_null=True, min_value=0, max_value=10**7, help_text=_("Seconds spent on the task.")
+    )

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound
@@ -12,8 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.datasets.models import DatasetVersion
-from apps.labeling import autolabel, export, services
-from apps.labeling.api.serializers import AttachServiceSerializer, LabelingProjectSerializer
+from apps.labeling import annotate, autolabel, export, server, services
+from apps.labeling.api.serializers import AnnotationSerializer, AttachServiceSerializer, LabelingProjectSerializer
 from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
 from apps.labeling.filters import LabelingProjectFilterSet
 from apps.labeling.models import LabelingProject, MLBackend
@@ -48,7 +48,10 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
     search_fields = ["name", "description"]
     ordering_fields = ["name", "created_at", "status"]
     http_method_names = ["get", "post", "delete", "head", "options"]
-    action_perms = {"export": CONTRIBUTE, "ml_backend": CONTRIBUTE, "preannotate": CONTRIBUTE, "uncertain": VIEW}
+    action_perms = {
+        "export": CONTRIBUTE, "ml_backend": CONTRIBUTE, "preannotate": CONTRIBUTE, "uncertain": VIEW,
+        "next_task": CONTRIBUTE, "annotations": CONTRIBUTE,
+    }  # fmt: skip
 
     def handle_exception(self, exc: Exception) -> Any:
         if isinstance(exc, autolabel.NotServing):
@@ -125,3 +128,40 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
         tasks = autolabel.uncertain_first(self.get_object())
         return Response({"results": [{"task": t.ls_task_id, "path": t.path, "row": t.row, "score": t.score,
                                       "model_version": t.model_version} for t in tasks]})  # fmt: skip
+
+    @extend_schema(
+        parameters=[OpenApiParameter("task", int, description="A task's portal id (else the next one to do).")],
+        responses={200: dict},
+    )
+    @action(detail=True, methods=["get"], url_path="next-task")
+    def next_task(self, request: Request, pk: str | None = None) -> Response:
+        """The next task to annotate ("uncertain first": lowest prediction score first), with its data, the
+        model's predictions and the caller's own annotation if any; `task` null when all are done. Editors and
+        above (the annotate page)."""
+        labeling = self.get_object()
+        raw = request.query_params.get("task")
+        if raw is not None and not raw.isdigit():
+            raise ValidationError({"task": [_("A task id is a whole number.")]})
+        task = annotate.next_task(labeling, request.user, int(raw) if raw is not None else None)
+        body: dict[str, Any] = {"task": None, "remaining": annotate.queue(labeling).count()}
+        if task is not None:
+            with server.connect() as client:
+                body["task"] = annotate.task_payload(client, labeling, task, request.user)
+        return Response(body)
+
+    @extend_schema(request=AnnotationSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def annotations(self, request: Request, pk: str | None = None) -> Response:
+        """Submit, update or skip one task as the caller: written to Label Studio with the portal's token and
+        recorded as the caller's; the progress is re-read and the project's pages update live."""
+        labeling = self.get_object()
+        given = AnnotationSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        row = annotate.save_annotation(
+            labeling, request.user, data["task"], data.get("result"),
+            was_cancelled=data["was_cancelled"], lead_time=data.get("lead_time"),
+        )  # fmt: skip
+        body = {"id": row.pk, "task": row.task_id, "ls_annotation_id": row.ls_annotation_id,
+                "annotator": row.username, "was_cancelled": row.was_cancelled}  # fmt: skip
+        return Response(body, status=status.HTTP_201_CREATED)
