@@ -51,7 +51,7 @@ def test_an_editor_annotates_and_label_studio_holds_the_result(world, labeling):
     task = answer.json()["task"]
     assert answer.json()["remaining"] == 3
     assert task["data"]["image"].startswith("/labeling/media/")  # on the portal's own origin, signed afresh
-    assert Client().get(task["data"]["image"]).content == PNG
+    assert b"".join(Client().get(task["data"]["image"]).streaming_content) == PNG
     made = bob.post(f"{URL}{labeling.pk}/annotations/", {"task": task["id"], "result": choice("b")}, format="json")
     assert made.status_code == 201, made.content
     assert made.json()["annotator"] == "bob"
