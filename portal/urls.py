@@ -49,6 +49,7 @@ urlpatterns = [
     path("labeling/ml/<int:pk>/versions", labeling_ml.versions, name="labeling-ml-versions"),
     path("labeling/ml/<int:pk>/predict", labeling_ml.predict, name="labeling-ml-predict"),
     path("labeling/ml/<int:pk>/webhook", labeling_ml.webhook, name="labeling-ml-webhook"),
+    path("labeling/ml/<int:pk>/train", labeling_ml.train, name="labeling-ml-train"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="prometheus-django-metrics"),  # not public: portal/metrics.py

@@ -115,9 +115,13 @@ def converted_files(
     return manifest
 
 
+def labels_dataset_name(row: LabelingProject) -> str:
+    return f"{slugify(row.name)[:80] or 'labeling'}-labels"
+
+
 def labels_dataset(row: LabelingProject, user: Any) -> Dataset:
     """The dataset a labeling project's exports go to: `<name>-labels`, made on the first export."""
-    name = f"{slugify(row.name)[:80] or 'labeling'}-labels"
+    name = labels_dataset_name(row)
     existing = Dataset.objects.filter(project=row.project, name=name).first()
     if existing is not None:
         return existing

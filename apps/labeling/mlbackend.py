@@ -116,4 +116,22 @@ def webhook(request: HttpRequest, row: MLBackend, body: dict) -> JsonResponse:
     if action.startswith("ANNOTATION") or action.startswith("TASKS"):
         enqueue(tasks.sync_project, row.labeling_project_id)
         return JsonResponse({"status": "queued"})
+    if action == "START_TRAINING":
+        return start_training(row)
     return JsonResponse({"status": "ignored", "action": action})
+
+
+def start_training(row: MLBackend) -> JsonResponse:
+    """START_TRAINING: the labeling project's training pipeline on a fresh export, queued (Label Studio waits
+    for nothing long). Without a chosen pipeline, said so."""
+    labeling = row.labeling_project
+    if labeling.training_pipeline_id is None:
+        return JsonResponse({"status": "ignored", "detail": "no training pipeline chosen in the portal"})
+    enqueue(tasks.train, labeling.pk)
+    return JsonResponse({"status": "queued", "job_id": f"labeling-{labeling.pk}-train"})
+
+
+@backend_view(("POST",))
+def train(request: HttpRequest, row: MLBackend, body: dict) -> JsonResponse:
+    """The older protocol's `/train` (Label Studio without its START_TRAINING webhook flag): the same."""
+    return start_training(row)

@@ -79,6 +79,15 @@ class LabelingProject(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
+    # "Train on these labels" and Label Studio's START_TRAINING start this pipeline of the project on a fresh export
+    # (training.py); START_TRAINING acts as the member who chose it (`training_by`), with their rights at the time.
+    training_pipeline = models.ForeignKey(
+        "jobs.Pipeline", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        verbose_name=_("training pipeline"),
+    )  # fmt: skip
+    training_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     objects = TenantQuerySet.as_manager()
 
@@ -165,6 +174,8 @@ class LabelingExport(models.Model):
     version = models.ForeignKey("datasets.DatasetVersion", on_delete=models.PROTECT, related_name="labeling_exports")
     formats = models.JSONField(_("formats"), default=list)
     annotated_tasks = models.PositiveIntegerField(_("annotated tasks"), default=0)
+    # The training run started on this version ("train on these labels", START_TRAINING): lineage onwards.
+    run = models.ForeignKey("jobs.PipelineRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

@@ -37,3 +37,22 @@ def reconcile() -> None:
                     logger.warning("labeling project %s not synced: %s", row.pk, exc)
     except LabelStudioUnavailable as exc:
         logger.info("labeling reconcile skipped: %s", exc)
+
+
+@shared_task(ignore_result=True)
+def train(pk: int) -> None:
+    """Label Studio's START_TRAINING: export and start the training pipeline, as the member who chose it."""
+    from django.core.exceptions import PermissionDenied, ValidationError
+
+    from apps.labeling import training
+
+    row = LabelingProject.objects.filter(pk=pk).select_related("training_pipeline", "training_by").first()
+    if row is None or row.training_pipeline is None or row.training_by is None:
+        logger.info("labeling project %s: START_TRAINING without a training pipeline, ignored", pk)
+        return
+    try:
+        made = training.train_on_labels(row, row.training_by)
+    except (ValidationError, PermissionDenied, LabelStudioError) as exc:
+        logger.warning("labeling project %s: START_TRAINING refused: %s", pk, exc)
+        return
+    logger.info("labeling project %s: START_TRAINING started run %s on %s", pk, made.run_id, made.version.ref)

@@ -5,13 +5,14 @@ the portal works on."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from apps.labeling import autolabel, export, server, services
+from apps.jobs.models import Pipeline
+from apps.labeling import autolabel, export, server, services, training
 from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
 from apps.labeling.forms import LabelingProjectForm
 from apps.labeling.models import LabelingProject, MLBackend
@@ -64,12 +65,14 @@ def labeling_detail(request: HttpRequest, project: Project, labeling: LabelingPr
         "labeling": labeling,
         "labelstudio": state,
         "can_annotate": has_project_perm(request.user, project, CONTRIBUTE),
-        "exports": labeling.exports.select_related("version__dataset"),
+        "exports": labeling.exports.select_related("version__dataset", "run"),
         "progress": labeling.progress,
         "ml_backend": MLBackend.objects.filter(labeling_project=labeling).select_related("service").first(),
         "services": InferenceService.objects.filter(project=project).order_by("name"),
         "uncertain": [t for t in autolabel.uncertain_first(labeling)[:20] if t.score is not None],
         "detail_url": request.path,
+        "pipelines": Pipeline.objects.filter(project=project).order_by("name"),
+        "labels_dataset": export.labels_dataset_name(labeling),
     }
     return render(request, "labeling/labeling_detail.html", context)
 
@@ -150,4 +153,34 @@ def labeling_preannotate(request: HttpRequest, project: Project, labeling: Label
             messages.error(request, str(exc))
         else:
             messages.success(request, _("%(n)d predictions imported into Label Studio.") % {"n": count})
+    return redirect("labeling:labeling-detail", project=project.slug, pk=labeling.pk)
+
+
+@project_view(CONTRIBUTE, model=LabelingProject, methods=("POST",))
+def labeling_training(request: HttpRequest, project: Project, labeling: LabelingProject) -> HttpResponse:
+    """Choose the training pipeline (empty: none)."""
+    raw = request.POST.get("pipeline", "")
+    try:
+        training.set_training_pipeline(labeling, int(raw) if raw.isdigit() else None, request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, _("Training pipeline saved."))
+    return redirect("labeling:labeling-detail", project=project.slug, pk=labeling.pk)
+
+
+@project_view(CONTRIBUTE, model=LabelingProject, methods=("POST",))
+def labeling_train(request: HttpRequest, project: Project, labeling: LabelingProject) -> HttpResponse:
+    """Train on these labels: a fresh export, and the training pipeline started on it."""
+    try:
+        made = training.train_on_labels(labeling, request.user)
+    except (ValidationError, PermissionDenied) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    except (LabelStudioUnavailable, LabelStudioError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, _("Exported %(ref)s and started run #%(n)s.") % {"ref": made.version.ref, "n": made.run.number}
+        )
+        return redirect("jobs:run-detail", project=project.slug, pk=made.run_id)
     return redirect("labeling:labeling-detail", project=project.slug, pk=labeling.pk)

@@ -78,6 +78,6 @@ def test_webhook_events_are_acknowledged(client, backend, django_capture_on_comm
     url = f"/labeling/ml/{backend.labeling_project_id}/webhook"
     good = auth("portal-labeling-x", "s3cret")
     response = client.post(url, {"action": "START_TRAINING", "project": {"id": 1}}, "application/json", **good)
-    assert response.json() == {"status": "ignored", "action": "START_TRAINING"}
+    assert response.json() == {"status": "ignored", "detail": "no training pipeline chosen in the portal"}
     response = client.post(url, {"action": "ANNOTATION_CREATED"}, "application/json", **good)
     assert response.json() == {"status": "queued"}

@@ -49,3 +49,13 @@ class AnnotationSerializer(StrictSerializer):
     lead_time = serializers.FloatField(
         required=False, allow_null=True, min_value=0, max_value=10**7, help_text=_("Seconds spent on the task.")
     )
+
+
+class TrainingPipelineSerializer(StrictSerializer):
+    """The pipeline "train on these labels" starts (its id, in the same project; null clears it)."""
+
+    pipeline = serializers.IntegerField(
+        min_value=1,
+        allow_null=True,
+        help_text=_("A pipeline of the same project whose dataset argument names the labels."),
+    )

@@ -12,8 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.datasets.models import DatasetVersion
-from apps.labeling import annotate, autolabel, export, server, services
-from apps.labeling.api.serializers import AnnotationSerializer, AttachServiceSerializer, LabelingProjectSerializer
+from apps.labeling import annotate, autolabel, export, server, services, training
+from apps.labeling.api.serializers import (
+    AnnotationSerializer,
+    AttachServiceSerializer,
+    LabelingProjectSerializer,
+    TrainingPipelineSerializer,
+)
 from apps.labeling.client import LabelStudioError, LabelStudioUnavailable
 from apps.labeling.filters import LabelingProjectFilterSet
 from apps.labeling.models import LabelingProject, MLBackend
@@ -50,7 +55,7 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
     http_method_names = ["get", "post", "delete", "head", "options"]
     action_perms = {
         "export": CONTRIBUTE, "ml_backend": CONTRIBUTE, "preannotate": CONTRIBUTE, "uncertain": VIEW,
-        "next_task": CONTRIBUTE, "annotations": CONTRIBUTE,
+        "next_task": CONTRIBUTE, "annotations": CONTRIBUTE, "training_pipeline": CONTRIBUTE, "train": CONTRIBUTE,
     }  # fmt: skip
 
     def handle_exception(self, exc: Exception) -> Any:
@@ -164,4 +169,25 @@ class LabelingProjectViewSet(ProjectScopedViewSet):
         )  # fmt: skip
         body = {"id": row.pk, "task": row.task_id, "ls_annotation_id": row.ls_annotation_id,
                 "annotator": row.username, "was_cancelled": row.was_cancelled}  # fmt: skip
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=TrainingPipelineSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="training-pipeline")
+    def training_pipeline(self, request: Request, pk: str | None = None) -> Response:
+        """Choose the pipeline "train on these labels" (and Label Studio's START_TRAINING) starts: one of the same
+        project with a dataset argument naming the labels dataset (`<name>-labels@…`); null clears it."""
+        labeling = self.get_object()
+        given = TrainingPipelineSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        labeling = training.set_training_pipeline(labeling, given.validated_data["pipeline"], request.user)
+        return Response({"pipeline": labeling.training_pipeline_id, "dataset": export.labels_dataset_name(labeling)})
+
+    @extend_schema(request=None, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def train(self, request: Request, pk: str | None = None) -> Response:
+        """Train on these labels: export the annotations as a new dataset version and start the training pipeline
+        on exactly that version. 400 when nothing is annotated or no pipeline is chosen."""
+        made = training.train_on_labels(self.get_object(), request.user)
+        body = {"version": made.version_id, "ref": made.version.ref, "run": made.run_id,
+                "run_number": made.run.number}  # fmt: skip
         return Response(body, status=status.HTTP_201_CREATED)
