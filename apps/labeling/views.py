@@ -103,6 +103,7 @@ def labeling_annotate(request: HttpRequest, project: Project, labeling: Labeling
             "remaining": _("%(n)s tasks still to do"),
             "task": _("Task %(id)s: %(path)s"),
             "failed": _("Not saved: %(reason)s"),
+            "no_editor": _("Label Studio's editor did not load."),
         },
     }
     return render(request, "labeling/labeling_annotate.html", context)

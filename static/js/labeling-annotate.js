@@ -142,7 +142,7 @@
 
   // The vendored editor is a deferred script before this one: it has run once this one runs.
   if (typeof window.LabelStudio !== "function") {
-    fail("Label Studio's editor did not load.");
+    fail(messages.no_editor);
     return;
   }
   next();
