@@ -196,7 +196,7 @@ class ServiceInstaller:
     until the pipeline sets the alias, then deploys) or pinned to a version."""
 
     kind, order = "services", 50
-    SETTINGS = ("description", "cpu", "memory", "gpu", "min_replicas", "max_replicas", "scale_target")
+    SETTINGS = ("description", "framework", "cpu", "memory", "gpu", "min_replicas", "max_replicas", "scale_target")
 
     def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
         from apps.models.models import RegisteredModel

@@ -159,12 +159,16 @@ def installation_try(request: HttpRequest, project: Project, installation: Insta
         return render(request, "appstore/partials/try_it.html", context)
     try:
         point = tryit.endpoint(services_[0])
-        form = tryit.demo_form_class(point)(request.POST if request.method == "POST" else None)
-        context["form"], context["text"] = form, point.text
+        bound = (request.POST, request.FILES) if request.method == "POST" else ()
+        form = tryit.demo_form_class(point)(*bound)
+        context["form"], context["text"], context["image"] = form, point.text, point.image
         if request.method == "POST" and form.is_valid():
-            prediction = tryit.predict(point, form.cleaned_data)
-            classes = (point.metadata.get("parameters") or {}).get("classes") or []
-            probabilities = (prediction.get("predict_proba") or [[]])[0]
+            values = {"row": form.row()} if point.image else form.cleaned_data
+            prediction = tryit.predict(point, values)
+            classes = point.classes
+            answered = prediction.get("predict_proba") or []
+            # one row: nested ([[p0, p1, …]]) or flat row-major ([p0, p1, …]), as the server chose to send it
+            probabilities = answered[0] if answered and isinstance(answered[0], list) else answered[: len(classes)]
             context["prediction"] = prediction
             context["probabilities"] = list(zip(classes, probabilities, strict=False)) if classes else []
     except tryit.NotServing as exc:
