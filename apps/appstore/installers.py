@@ -141,8 +141,10 @@ class TemplateInstaller:
 
 
 class ModelInstaller:
-    """`models`: a registered model (the pipeline registers versions into it; a service follows its alias).
-    Uninstall keeps it and its trained versions unless asked."""
+    """`models`: a registered model (the pipeline registers versions into it; a service follows its alias). With
+    `files` (a model shipped in the bundle, e.g. a published service's), its first version is those files (below the
+    entry's `strip` prefix), stored in the project's artifacts under its Default experiment, with `alias` set on it.
+    Uninstall keeps it and its versions unless asked."""
 
     kind, order = "models", 30
 
@@ -151,11 +153,39 @@ class ModelInstaller:
         from apps.models.errors import TrackingError
 
         try:
-            return registry.create_registered_model(
+            model = registry.create_registered_model(
                 ctx.project, entry["name"], description=entry.get("description", "")
             )
         except TrackingError as exc:
             raise ValidationError({f"{where}.name": [str(exc.message if hasattr(exc, "message") else exc)]}) from None
+        if entry.get("files"):
+            try:
+                self._ship_version(ctx, model, entry)
+            except TrackingError as exc:  # the project's storage quota, an alias name
+                message = str(exc.message if hasattr(exc, "message") else exc)
+                raise ValidationError({f"{where}.files": [message]}) from None
+        return model
+
+    def _ship_version(self, ctx: InstallContext, model: Any, entry: dict[str, Any]) -> None:
+        import io
+        import uuid
+
+        from apps.models import artifacts, registry
+        from apps.models.services import default_experiment
+
+        experiment = default_experiment(ctx.project)
+        root = f"{experiment.pk}/appstore/{uuid.uuid4().hex}/model"
+        # Artifact files live outside the database: they go when the install fails.
+        ctx.undo.append(lambda: artifacts.delete(root.rsplit("/", 1)[0]))
+        strip = entry.get("strip", "")
+        for path in entry["files"]:
+            content = ctx.files[path]
+            artifacts.save(f"{root}/{path.removeprefix(strip)}", io.BytesIO(content), declared=len(content))
+        version = registry.create_model_version(
+            model, source=f"mlflow-artifacts:/{root}", description=_("Shipped with the app."), user_id=ctx.user.username
+        )
+        if entry.get("alias"):
+            registry.set_alias(model, entry["alias"], version.version)
 
     def remove(self, obj: Any, *, delete_data: bool) -> bool:
         from apps.models.registry import delete_registered_model
@@ -166,6 +196,10 @@ class ModelInstaller:
         return False
 
     def describe(self, entry: dict[str, Any]) -> str:
+        if entry.get("files"):
+            return _("Registered model “%(name)s” with a version shipped in the app (%(count)s files)") % {
+                "name": entry["name"], "count": len(entry["files"]),
+            }  # fmt: skip
         return _("Registered model “%(name)s”") % {"name": entry["name"]}
 
 
@@ -241,7 +275,7 @@ class NotebookInstaller:
         from apps.notebooks import workspace
         from apps.notebooks.services import create_notebook
 
-        values = {k: entry[k] for k in ("cpu", "memory") if k in entry}
+        values = {k: entry[k] for k in ("ide", "cpu", "memory") if k in entry}
         notebook = create_notebook(ctx.project, ctx.user, name=entry["name"], **values)
         folder = workspace.home_dir(ctx.project, ctx.user) / ctx.install
         if folder.exists():
