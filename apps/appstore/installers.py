@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -44,8 +45,8 @@ class Installer(Protocol):
 
     def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any: ...
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
-        """Remove `obj` (True) or keep it as data (False)."""
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
+        """Remove `obj` (True) or keep it as data (False); `install`: the installation's name."""
         ...
 
     def describe(self, entry: dict[str, Any]) -> str: ...
@@ -103,7 +104,7 @@ class DatasetInstaller:
             services.version_from_directory(dataset, Path(tmp), user=ctx.user, message=_("Installed from an app"))
         return dataset
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.datasets.services import delete_dataset
 
         if delete_data:
@@ -132,7 +133,7 @@ class TemplateInstaller:
         candidate.full_clean(exclude=["project"], validate_unique=False, validate_constraints=False)
         return create_template(project=ctx.project, slug=entry["slug"], **fields)
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         obj.delete()  # frozen runs keep their own copy of what they ran
         return True
 
@@ -187,7 +188,7 @@ class ModelInstaller:
         if entry.get("alias"):
             registry.set_alias(model, entry["alias"], version.version)
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.models.registry import delete_registered_model
 
         if delete_data or not obj.versions.exists():
@@ -217,7 +218,7 @@ class PipelineInstaller:
             ctx.project, ctx.user, name=entry["name"], spec=spec, description=entry.get("description", "")
         )
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         obj.delete()  # runs keep their frozen spec (pipeline SET_NULL)
         return True
 
@@ -253,7 +254,7 @@ class ServiceInstaller:
             **values,
         )
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.serving.services import delete_service
 
         delete_service(obj)
@@ -290,10 +291,14 @@ class NotebookInstaller:
             target.write_bytes(ctx.files[path])
         return notebook
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
+        from apps.notebooks import workspace
         from apps.notebooks.services import delete_notebook
 
         delete_notebook(obj)
+        if delete_data and install:  # the starter files are the user's: they go only when asked
+            folder = workspace.home_dir(obj.project, obj.owner) / install
+            transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
         return True
 
     def describe(self, entry: dict[str, Any]) -> str:
@@ -322,9 +327,7 @@ class StudyInstaller:
         ctx.undo.append(lambda: storage.delete([study.optuna_name]))  # Optuna's rows are outside the transaction
         return study
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
-        from django.db import transaction
-
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.hpo import services, storage
 
         services.stop_study(obj, _("Uninstalled."))
