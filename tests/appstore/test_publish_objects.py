@@ -244,3 +244,34 @@ def test_the_installed_service_serves_the_shipped_model(world):
     status, answer = post_json(f"{replica.upstream}/v2/models/{served.name}/infer", body)
     assert status == 200, answer
     assert next(o["data"] for o in answer["outputs"] if o["name"] == "predict") == [0, 2]
+
+
+def test_publishing_through_the_api(world, notebook):
+    svc = iris_service(world)
+    body = {"project": "project-a", "kind": "service", "object": svc.pk, "name": "iris-service", "version": "1.0.0",
+            "title": "Iris service", "visibility": "shared", "share_with": ["project-b"]}  # fmt: skip
+    assert user_client(world.bob).post("/api/v1/apps/publish/", body, format="json").status_code == 403  # an editor
+    theirs = user_client(world.charlie).post("/api/v1/apps/publish/", body, format="json")
+    assert (theirs.status_code, list(theirs.json())) == (400, ["project"])  # not a project charlie can access
+    other = InferenceService.objects.create(project=world.project_b, name="other", created_by=world.charlie)
+    client = user_client(world.alice)
+    assert client.post("/api/v1/apps/publish/", {**body, "object": other.pk}, format="json").status_code == 404
+    bad = client.post("/api/v1/apps/publish/", {**body, "name": "Bad Name", "share_with": ["nowhere"]}, format="json")
+    assert (bad.status_code, sorted(bad.json())) == (400, ["share_with"])
+    bad = client.post("/api/v1/apps/publish/", {**body, "name": "Bad Name"}, format="json")
+    assert (bad.status_code, sorted(bad.json())) == (400, ["name"])
+
+    response = client.post("/api/v1/apps/publish/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["version"] == "1.0.0"
+    app = App.objects.get(name="iris-service")
+    assert list(app.shared_with.all()) == [world.project_b]
+    assert user_client(world.charlie).get(f"/api/v1/apps/{app.pk}/").status_code == 200
+
+    notebook_body = {"project": "project-a", "kind": "notebook", "object": notebook.pk, "name": "eda",
+                     "version": "1.0.0", "title": "EDA", "files": ["eda.ipynb"]}  # fmt: skip
+    response = client.post("/api/v1/apps/publish/", notebook_body, format="json")
+    assert response.status_code == 201, response.content
+    missing = client.post("/api/v1/apps/publish/", {**notebook_body, "version": "1.0.1", "files": ["nope.ipynb"]},
+                          format="json")  # fmt: skip
+    assert (missing.status_code, list(missing.json())) == (400, ["files"])
