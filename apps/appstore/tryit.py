@@ -27,7 +27,7 @@ from portal.lib.forms import StyledFormMixin
 
 TIMEOUT = 10
 MAX_IMAGE_BYTES = 5 * 2**20
-MAX_IMAGE_PIXELS = 40_000_000  # a decompression bomb is refused before it is decoded
+MAX_IMAGE_PIXELS = 40_000_000
 
 
 class NotServing(Exception):
@@ -167,16 +167,17 @@ def image_pixels(content: bytes, point: Endpoint) -> list[float]:
     from PIL import Image, UnidentifiedImageError
 
     height, width = point.image or (0, 0)
-    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     try:
-        with Image.open(io.BytesIO(content)) as picture:
+        with Image.open(io.BytesIO(content)) as picture:  # reads the header only
+            if picture.width * picture.height > MAX_IMAGE_PIXELS:  # a decompression bomb is refused undecoded
+                raise forms.ValidationError(_("The image has too many pixels."))
             picture.load()
             grey = picture.convert("L").resize((width, height), Image.Resampling.BOX)
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
         raise forms.ValidationError(
             _("This is not an image the portal can read (PNG, JPEG, GIF, BMP, WebP…).")
         ) from None
-    levels = list(grey.getdata())
+    levels = list(grey.get_flattened_data())
     if point.image_spec.get("ink") == "high":  # dark ink on a light background: ink becomes the high values
         levels = [255 - v for v in levels]
     low, high = point.pixel_range
