@@ -513,6 +513,8 @@ SPECTACULAR_SETTINGS = {
         "MemberRoleEnum": ["viewer", "editor", "admin", "owner"],
         "RevisionRoleEnum": "apps.serving.models.Role.choices",
         "TrafficRoleEnum": "apps.serving.api.serializers.TRAFFIC_ROLES",
+        "AppVisibilityEnum": "apps.appstore.models.App.Visibility",  # an app's, and a publish request's audience
+        "UploadVisibilityEnum": ["project", "public"],  # an uploaded bundle's
     },
 }
 

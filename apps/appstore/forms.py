@@ -54,3 +54,15 @@ class PublishForm(StyledFormMixin, forms.Form):
         if unknown:
             raise forms.ValidationError(_("No project %(slugs)s.") % {"slugs": ", ".join(unknown)})
         return [found[s] for s in slugs]
+
+
+class NotebookPublishForm(PublishForm):
+    """Publishing a notebook: which files of its owner's folder go with it (copied into the installer's folder)."""
+
+    files = forms.MultipleChoiceField(
+        label=_("Starter files"), widget=forms.CheckboxSelectMultiple, help_text=_("From the notebook owner's folder.")
+    )
+
+    def __init__(self, *args: Any, paths: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["files"].choices = [(p, p) for p in paths]

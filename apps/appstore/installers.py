@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -44,8 +45,8 @@ class Installer(Protocol):
 
     def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any: ...
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
-        """Remove `obj` (True) or keep it as data (False)."""
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
+        """Remove `obj` (True) or keep it as data (False); `install`: the installation's name."""
         ...
 
     def describe(self, entry: dict[str, Any]) -> str: ...
@@ -103,7 +104,7 @@ class DatasetInstaller:
             services.version_from_directory(dataset, Path(tmp), user=ctx.user, message=_("Installed from an app"))
         return dataset
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.datasets.services import delete_dataset
 
         if delete_data:
@@ -132,7 +133,7 @@ class TemplateInstaller:
         candidate.full_clean(exclude=["project"], validate_unique=False, validate_constraints=False)
         return create_template(project=ctx.project, slug=entry["slug"], **fields)
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         obj.delete()  # frozen runs keep their own copy of what they ran
         return True
 
@@ -141,8 +142,10 @@ class TemplateInstaller:
 
 
 class ModelInstaller:
-    """`models`: a registered model (the pipeline registers versions into it; a service follows its alias).
-    Uninstall keeps it and its trained versions unless asked."""
+    """`models`: a registered model (the pipeline registers versions into it; a service follows its alias). With
+    `files` (a model shipped in the bundle, e.g. a published service's), its first version is those files (below the
+    entry's `strip` prefix), stored in the project's artifacts under its Default experiment, with `alias` set on it.
+    Uninstall keeps it and its versions unless asked."""
 
     kind, order = "models", 30
 
@@ -151,13 +154,41 @@ class ModelInstaller:
         from apps.models.errors import TrackingError
 
         try:
-            return registry.create_registered_model(
+            model = registry.create_registered_model(
                 ctx.project, entry["name"], description=entry.get("description", "")
             )
         except TrackingError as exc:
             raise ValidationError({f"{where}.name": [str(exc.message if hasattr(exc, "message") else exc)]}) from None
+        if entry.get("files"):
+            try:
+                self._ship_version(ctx, model, entry)
+            except TrackingError as exc:  # the project's storage quota, an alias name
+                message = str(exc.message if hasattr(exc, "message") else exc)
+                raise ValidationError({f"{where}.files": [message]}) from None
+        return model
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def _ship_version(self, ctx: InstallContext, model: Any, entry: dict[str, Any]) -> None:
+        import io
+        import uuid
+
+        from apps.models import artifacts, registry
+        from apps.models.services import default_experiment
+
+        experiment = default_experiment(ctx.project)
+        root = f"{experiment.pk}/appstore/{uuid.uuid4().hex}/model"
+        # Artifact files live outside the database: they go when the install fails.
+        ctx.undo.append(lambda: artifacts.delete(root.rsplit("/", 1)[0]))
+        strip = entry.get("strip", "")
+        for path in entry["files"]:
+            content = ctx.files[path]
+            artifacts.save(f"{root}/{path.removeprefix(strip)}", io.BytesIO(content), declared=len(content))
+        version = registry.create_model_version(
+            model, source=f"mlflow-artifacts:/{root}", description=_("Shipped with the app."), user_id=ctx.user.username
+        )
+        if entry.get("alias"):
+            registry.set_alias(model, entry["alias"], version.version)
+
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.models.registry import delete_registered_model
 
         if delete_data or not obj.versions.exists():
@@ -166,6 +197,10 @@ class ModelInstaller:
         return False
 
     def describe(self, entry: dict[str, Any]) -> str:
+        if entry.get("files"):
+            return _("Registered model “%(name)s” with a version shipped in the app (%(count)s files)") % {
+                "name": entry["name"], "count": len(entry["files"]),
+            }  # fmt: skip
         return _("Registered model “%(name)s”") % {"name": entry["name"]}
 
 
@@ -183,7 +218,7 @@ class PipelineInstaller:
             ctx.project, ctx.user, name=entry["name"], spec=spec, description=entry.get("description", "")
         )
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         obj.delete()  # runs keep their frozen spec (pipeline SET_NULL)
         return True
 
@@ -196,7 +231,7 @@ class ServiceInstaller:
     until the pipeline sets the alias, then deploys) or pinned to a version."""
 
     kind, order = "services", 50
-    SETTINGS = ("description", "cpu", "memory", "gpu", "min_replicas", "max_replicas", "scale_target")
+    SETTINGS = ("description", "framework", "cpu", "memory", "gpu", "min_replicas", "max_replicas", "scale_target")
 
     def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
         from apps.models.models import RegisteredModel
@@ -219,7 +254,7 @@ class ServiceInstaller:
             **values,
         )
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.serving.services import delete_service
 
         delete_service(obj)
@@ -241,7 +276,7 @@ class NotebookInstaller:
         from apps.notebooks import workspace
         from apps.notebooks.services import create_notebook
 
-        values = {k: entry[k] for k in ("cpu", "memory") if k in entry}
+        values = {k: entry[k] for k in ("ide", "cpu", "memory") if k in entry}
         notebook = create_notebook(ctx.project, ctx.user, name=entry["name"], **values)
         folder = workspace.home_dir(ctx.project, ctx.user) / ctx.install
         if folder.exists():
@@ -256,10 +291,14 @@ class NotebookInstaller:
             target.write_bytes(ctx.files[path])
         return notebook
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
+        from apps.notebooks import workspace
         from apps.notebooks.services import delete_notebook
 
         delete_notebook(obj)
+        if delete_data and install:  # the starter files are the user's: they go only when asked
+            folder = workspace.home_dir(obj.project, obj.owner) / install
+            transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
         return True
 
     def describe(self, entry: dict[str, Any]) -> str:
@@ -288,9 +327,7 @@ class StudyInstaller:
         ctx.undo.append(lambda: storage.delete([study.optuna_name]))  # Optuna's rows are outside the transaction
         return study
 
-    def remove(self, obj: Any, *, delete_data: bool) -> bool:
-        from django.db import transaction
-
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.hpo import services, storage
 
         services.stop_study(obj, _("Uninstalled."))

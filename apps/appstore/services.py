@@ -159,7 +159,7 @@ def uninstall(installation: Installation, *, delete_data: bool = False) -> list[
         for record, target in targets:
             if target is None:  # removed by hand since
                 continue
-            if not get_installer(record.kind).remove(target, delete_data=delete_data):
+            if not get_installer(record.kind).remove(target, delete_data=delete_data, install=installation.name):
                 kept.append(f"{record.kind}:{record.name}")
     return kept
 

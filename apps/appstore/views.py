@@ -4,6 +4,8 @@ resources), installing into a project (a form generated from the app's parameter
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -14,15 +16,17 @@ from django.views.decorators.http import require_GET
 
 from apps.appstore import services, tryit
 from apps.appstore.filters import AppFilterSet
-from apps.appstore.forms import InstallNameForm, PublishForm, parameter_form, parameter_values
+from apps.appstore.forms import InstallNameForm, NotebookPublishForm, PublishForm, parameter_form, parameter_values
 from apps.appstore.models import App, Installation
-from apps.appstore.publish import publish_pipeline
+from apps.appstore.publish import notebook_files, publish_notebook, publish_pipeline, publish_service
 from apps.jobs.models import Pipeline, PipelineRun
 from apps.jobs.services import start_run
 from apps.models.views.markdown import render_markdown
+from apps.notebooks.models import Notebook
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm, projects_for
+from apps.serving.models import InferenceService
 from portal.lib.forms import add_service_errors
 
 
@@ -67,8 +71,13 @@ def app_install(request: HttpRequest, project: Project) -> HttpResponse:
         apps = App.objects.visible_to(request.user).prefetch_related("versions").order_by("name")
         can_publish = has_project_perm(request.user, project, CHANGE)
         pipelines = Pipeline.objects.filter(project=project).order_by("name") if can_publish else []
+        served = InferenceService.objects.filter(project=project, registered_model__isnull=False).order_by("name")
+        notebooks = Notebook.objects.filter(project=project).select_related("owner").order_by("name")
         installed = Installation.objects.filter(project=project).select_related("app_version__app")
-        context = {"project": project, "apps": apps, "pipelines": pipelines, "installations": installed}
+        context = {
+            "project": project, "apps": apps, "installations": installed, "pipelines": pipelines,
+            "services": served if can_publish else [], "notebooks": notebooks if can_publish else [],
+        }  # fmt: skip
         return render(request, "appstore/install_pick.html", context)
     app = App.objects.visible_to(request.user).filter(pk=int(ref) if ref.isdigit() else -1).first()
     if app is None or app.latest is None:
@@ -159,12 +168,16 @@ def installation_try(request: HttpRequest, project: Project, installation: Insta
         return render(request, "appstore/partials/try_it.html", context)
     try:
         point = tryit.endpoint(services_[0])
-        form = tryit.demo_form_class(point)(request.POST if request.method == "POST" else None)
-        context["form"], context["text"] = form, point.text
+        bound = (request.POST, request.FILES) if request.method == "POST" else ()
+        form = tryit.demo_form_class(point)(*bound)
+        context["form"], context["text"], context["image"] = form, point.text, point.image
         if request.method == "POST" and form.is_valid():
-            prediction = tryit.predict(point, form.cleaned_data)
-            classes = (point.metadata.get("parameters") or {}).get("classes") or []
-            probabilities = (prediction.get("predict_proba") or [[]])[0]
+            values = {"row": form.row()} if point.image else form.cleaned_data
+            prediction = tryit.predict(point, values)
+            classes = point.classes
+            answered = prediction.get("predict_proba") or []
+            # one row: nested ([[p0, p1, …]]) or flat row-major ([p0, p1, …]), as the server chose to send it
+            probabilities = answered[0] if answered and isinstance(answered[0], list) else answered[: len(classes)]
             context["prediction"] = prediction
             context["probabilities"] = list(zip(classes, probabilities, strict=False)) if classes else []
     except tryit.NotServing as exc:
@@ -187,7 +200,47 @@ def pipeline_publish(request: HttpRequest, project: Project, pipeline: Pipeline)
         else:
             messages.success(request, _("Published %(v)s.") % {"v": version})
             return redirect("appstore:app-detail", pk=version.app_id)
-    return render(request, "appstore/publish_form.html", {"project": project, "pipeline": pipeline, "form": form})
+    context = {"project": project, "source": pipeline, "kind": _("pipeline"), "form": form}
+    return render(request, "appstore/publish_form.html", context)
+
+
+@project_view(CHANGE, model=InferenceService)
+def service_publish(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
+    """A project admin publishes the service (the model version it serves, its settings) as an app version."""
+    form = PublishForm(request.POST or None, initial={"name": service.name, "title": service.name})
+    if request.method == "POST" and form.is_valid():
+        version = _publish_or_errors(form, lambda data: publish_service(service, request.user, **data))
+        if version is not None:
+            messages.success(request, _("Published %(v)s.") % {"v": version})
+            return redirect("appstore:app-detail", pk=version.app_id)
+    context = {"project": project, "source": service, "kind": _("inference service"), "form": form}
+    return render(request, "appstore/publish_form.html", context)
+
+
+@project_view(CHANGE, model=Notebook)
+def notebook_publish(request: HttpRequest, project: Project, notebook: Notebook) -> HttpResponse:
+    """A project admin publishes the notebook with starter files of its owner's folder as an app version."""
+    paths = notebook_files(notebook)
+    initial = {"name": notebook.name, "title": notebook.name, "files": [p for p in paths if p.endswith(".ipynb")]}
+    form = NotebookPublishForm(request.POST or None, initial=initial, paths=paths)
+    if request.method == "POST" and form.is_valid():
+        version = _publish_or_errors(form, lambda data: publish_notebook(notebook, request.user, **data))
+        if version is not None:
+            messages.success(request, _("Published %(v)s.") % {"v": version})
+            return redirect("appstore:app-detail", pk=version.app_id)
+    context = {"project": project, "source": notebook, "kind": _("notebook"), "form": form}
+    return render(request, "appstore/publish_form.html", context)
+
+
+def _publish_or_errors(form: PublishForm, publish: Any) -> Any:
+    """The published version, or None with the service's field errors put on the form."""
+    try:
+        return publish(form.cleaned_data)
+    except ValidationError as exc:
+        for key, messages_ in exc.message_dict.items():
+            for message in messages_:
+                form.add_error(key if key in form.fields else None, message)
+    return None
 
 
 @project_view(CONTRIBUTE, model=Installation)

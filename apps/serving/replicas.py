@@ -32,6 +32,9 @@ from apps.serving.models import Framework, InferenceService, Replica, Revision
 logger = logging.getLogger(__name__)
 
 LLM_PYTHON = "{python:llm}"  # the task environment of llm replicas (settings.PORTAL_TASK_ENVS)
+# PyTorch models are served from the train task environment (.venv-train, `make train-env`): torch lives there,
+# never in the portal's .venv; the model server's own packages come from .venv through its .pth.
+TORCH_PYTHON = "{python:train}"
 PACKAGED_LLM = "packaged:smollm2"  # apps/serving/modelserver/llm.py PACKAGED: SmolLM2-135M-Instruct from PyPI
 LABEL = "serving_replica"  # the runtime hands workloads carrying it to apps.serving.runtime_hooks
 CLUSTER_PORT = 8080
@@ -140,7 +143,8 @@ def _labels(service: InferenceService, revision: Revision, replica: Replica) -> 
 def server_command(config: dict[str, Any], *, python: str, host: str, port: int, model_path: str) -> list[str]:
     """The model server's command line (apps/serving/modelserver/__main__.py). An llm revision runs in the `llm`
     task environment ("{python:llm}": .venv-llm, `make llm-env`; on a cluster the image's python), with as many
-    forward-pass threads as whole CPUs it requests, on the packaged model unless a version gives one."""
+    forward-pass threads as whole CPUs it requests, on the packaged model unless a version gives one. A pytorch revision
+    runs in the `train` task environment, which has torch ("{python:train}"; on a cluster the image's python)."""
     if config.get("framework") == Framework.LLM:
         threads = max(1, int(float(_resources(config).cpu or 1)))
         return [
@@ -149,6 +153,8 @@ def server_command(config: dict[str, Any], *, python: str, host: str, port: int,
             "--version", str(config.get("model_version") or 1), "--threads", str(threads),
             "--host", host, "--port", str(port),
         ]  # fmt: skip
+    if config.get("framework") == Framework.PYTORCH and python == "{python}":
+        python = TORCH_PYTHON
     return [
         python, "-m", "apps.serving.modelserver", "--name", config["model_name"], "--model", model_path,
         "--version", str(config.get("model_version") or 1), "--host", host, "--port", str(port),

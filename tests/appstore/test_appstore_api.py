@@ -42,6 +42,7 @@ def test_search_and_filters(world):
     ]
     assert [a["name"] for a in client.get("/api/v1/apps/?tag=test").json()["results"]] == ["tiny"]
     assert [a["name"] for a in client.get("/api/v1/apps/?category=classification").json()["results"]] == [
+        "image-classification",
         "tabular-classification",
         "text-classification",
     ]

@@ -72,6 +72,33 @@ class UninstallSerializer(StrictSerializer):
     delete_data = serializers.BooleanField(default=False, help_text=_("Also delete datasets and trained models."))
 
 
+class PublishSerializer(StrictSerializer):
+    project = VisibleProjectField()
+    kind = serializers.ChoiceField(choices=["pipeline", "service", "notebook"])
+    object = serializers.IntegerField(help_text=_("The id of the project's pipeline, service or notebook."))
+    name = serializers.CharField(max_length=50, help_text=_("The app's name: lower-case letters, digits, hyphens."))
+    version = serializers.CharField(max_length=50)
+    title = serializers.CharField(max_length=200)
+    summary = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+    visibility = serializers.ChoiceField(choices=App.Visibility.choices, default=App.Visibility.PROJECT)
+    share_with = serializers.ListField(
+        child=serializers.SlugField(), required=False, default=list, help_text=_("Project slugs (when shared).")
+    )
+    files = serializers.ListField(
+        child=serializers.CharField(max_length=500), required=False, default=list,
+        help_text=_("A notebook's starter files, relative to its owner's folder."),
+    )  # fmt: skip
+
+    def validate_share_with(self, slugs: list[str]) -> list[Any]:
+        from apps.projects.models import Project
+
+        found = {p.slug: p for p in Project.objects.filter(slug__in=slugs)}
+        unknown = [s for s in slugs if s not in found]
+        if unknown:
+            raise serializers.ValidationError(_("No project %(slugs)s.") % {"slugs": ", ".join(unknown)})
+        return [found[s] for s in slugs]
+
+
 class BundleUploadSerializer(StrictSerializer):
     project = VisibleProjectField()
     bundle = serializers.FileField(help_text=_("The bundle as a zip (app.yaml, README.md and its files)."))

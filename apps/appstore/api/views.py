@@ -14,6 +14,7 @@ from apps.appstore.api.serializers import (
     AppVersionSerializer,
     BundleUploadSerializer,
     InstallationSerializer,
+    PublishSerializer,
     UninstallSerializer,
 )
 from apps.appstore.filters import AppFilterSet, InstallationFilterSet
@@ -49,6 +50,37 @@ class AppViewSet(viewsets.ReadOnlyModelViewSet):
         version = services.import_bundle(
             data["bundle"].read(), data["project"], request.user, visibility=data["visibility"]
         )
+        return Response(AppVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=PublishSerializer, responses={201: AppVersionSerializer})
+    @action(detail=False, methods=["post"])
+    def publish(self, request: Request) -> HttpResponse:
+        """Publish one of the project's pipelines, services or notebooks as a new version of the project's app
+        `name` (project admins; docs/appstore.md#publishing). An object outside the project is 404; 400 names the
+        fields at fault."""
+        from django.http import Http404
+        from rest_framework import status
+        from rest_framework.response import Response
+
+        from apps.appstore import publish
+        from apps.jobs.models import Pipeline
+        from apps.notebooks.models import Notebook
+        from apps.serving.models import InferenceService
+
+        serializer = PublishSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        project, kind, pk, files = data.pop("project"), data.pop("kind"), data.pop("object"), data.pop("files")
+        model = {"pipeline": Pipeline, "service": InferenceService, "notebook": Notebook}[kind]
+        obj = model.objects.filter(project=project, pk=pk).first()
+        if obj is None:
+            raise Http404
+        if kind == "pipeline":
+            version = publish.publish_pipeline(obj, request.user, **data)
+        elif kind == "service":
+            version = publish.publish_service(obj, request.user, **data)
+        else:
+            version = publish.publish_notebook(obj, request.user, files=files, **data)
         return Response(AppVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: AppVersionSerializer(many=True)})

@@ -108,6 +108,8 @@ def _load_mlflow(folder: Path) -> Predictor:
         raise LoadError(f"{folder / 'MLmodel'} is not a readable MLmodel file: {exc}") from None
     signature = _signature_input(mlmodel.get("signature") or {})
     params = {"source": "mlflow", "mlflow_version": mlmodel.get("mlflow_version")}
+    if isinstance(mlmodel.get("metadata"), dict):  # MLflow's free-form model metadata (e.g. an image input's range)
+        params["metadata"] = mlmodel["metadata"]
     if signature and signature[1]:
         params["feature_names"] = signature[1]
     extra = {"input": signature[0] if signature else None, **params}

@@ -199,7 +199,8 @@ class OnnxPredictor(Predictor):
 
 class TorchPredictor(Predictor):
     """A PyTorch module (TorchScript or a pickled nn.Module) in eval mode on CPU: output `predict` is what
-    forward returns (a tuple answers `output-0`, `output-1`, …)."""
+    forward returns (a tuple answers `output-0`, `output-1`, …; a dict of tensors answers its keys, e.g.
+    `predict` and `predict_proba` as a scikit-learn classifier does)."""
 
     def __init__(self, module: Any, input: TensorSpec | None, parameters: dict[str, Any] | None = None) -> None:
         import torch
@@ -226,6 +227,8 @@ class TorchPredictor(Predictor):
             if any(word in str(exc) for word in ("shape", "size", "dimension", "Expected", "Guard failed")):
                 raise ValueError(str(exc)) from None
             raise
+        if isinstance(result, dict):
+            return {str(name): r.detach().cpu().numpy() for name, r in result.items()}
         if isinstance(result, tuple | list):
             return {f"output-{i}": r.detach().cpu().numpy() for i, r in enumerate(result)}
         return {"predict": result.detach().cpu().numpy()}
