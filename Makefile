@@ -156,7 +156,7 @@ demo: migrate
 	$(PY) manage.py demo
 
 # The demo never blocks the portal: `make run` warns when it cannot be made and starts anyway (`make demo` fails).
-run: migrate vendor-if-needed sandbox-if-possible $(if $(LABELSTUDIO_PROCESS),labelstudio-env)
+run: migrate train-env vendor-if-needed sandbox-if-possible $(if $(LABELSTUDIO_PROCESS),labelstudio-env)
 	@$(PY) manage.py demo || echo "make run: WARNING: the demo could not be made (see above); starting the portal without it" >&2
 	$(PY) manage.py collectstatic --noinput -v 0
 	@echo ""
@@ -203,7 +203,7 @@ sandbox:
 sandbox-if-possible:
 	@$(MAKE) --no-print-directory sandbox || echo "make run: WARNING: no sandbox for local workloads: the local runtime will run one project's workloads only (docs/security.md)" >&2
 
-test: dev-install client-dev notebook-env secret-key compilemessages chromium sandbox
+test: dev-install client-dev notebook-env train-env secret-key compilemessages chromium sandbox
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 test-smoke: dev-install client-dev secret-key
