@@ -1,10 +1,10 @@
 """What a chat model is asked, and which passages its answer really rests on (Django-free: bench/knowledge_answers.py
 measures the designs here with the portal's own code; docs/knowledge.md has the numbers behind `CHOSEN`).
 
-A small model (SmolLM2-135M-Instruct, the packaged one) follows passages it is shown only when they are few, short
-and right before the question; it does not reliably cite them. So the citations of an answer are not the model's
-claim: `cited` checks which of the passages the answer's words come from, the model's own `[n]` markers are dropped
-from the text (`CitationFilter`), and the portal appends the verified ones.
+A small model (SmolLM2-135M-Instruct, the packaged one) follows a passage only when it is alone, right before the
+question, after worked examples of the answer's shape; it does not reliably cite it. So the citations of an answer are
+not the model's claim: `cited` checks which of the passages the answer's words come from, the model's own `[n]`
+markers are dropped from the text (`CitationFilter`), and the portal appends the verified ones.
 """
 
 from __future__ import annotations
