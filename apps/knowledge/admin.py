@@ -22,8 +22,12 @@ class KnowledgeBaseAdmin(TenantAdminMixin, admin.ModelAdmin):
     list_display = ["name", "project", "llm_model", "created_at"]
     search_fields = ["name", "project__slug"]
     list_select_related = ["project"]
-    fields = ["project", "name", "description", "llm_url", "llm_model", "llm_key_secret", "created_by", "created_at"]
-    readonly_fields = ["project", "created_by", "created_at"]
+    fields = [
+        "project", "name", "description", "llm_service", "llm_url", "llm_model", "llm_key_secret", "created_by",
+        "created_at",
+    ]  # fmt: skip
+    # The service is the project's own (checked by the service layer): not chosen here among every project's.
+    readonly_fields = ["project", "llm_service", "created_by", "created_at"]
     inlines = [ShareInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -1,5 +1,6 @@
 """The knowledge part of `manage.py demo`: a knowledge base `portal-docs` over the portal's own README and docs/,
-queued for ingestion (the worker ingests it; `make run` starts one)."""
+queued for ingestion (the worker ingests it; `make run` starts one), answered by the demo's `chat` service (the
+packaged chat model, apps/serving/demo.py) where the llm environment is built."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.conf import settings
 from apps.knowledge import services
 from apps.knowledge.models import KnowledgeBase
 from apps.projects.models import Project
+from apps.serving.models import InferenceService
 
 NAME = "portal-docs"
 
@@ -29,3 +31,11 @@ def populate(project: Project, user: Any) -> KnowledgeBase:
     for path in sources():
         services.add_document(kb, user, str(path.relative_to(base)), path.read_bytes(), tags=["docs"])
     return kb
+
+
+def wire_chat(project: Project, service: InferenceService | None) -> KnowledgeBase | None:
+    """The demo base answers with `service` unless someone gave it another model (an endpoint or a service)."""
+    kb = KnowledgeBase.objects.filter(project=project, name=NAME).first()
+    if kb is None or service is None or kb.llm_service_id or kb.llm_url:
+        return kb
+    return services.update_knowledge_base(kb, llm_service=service)

@@ -11,6 +11,12 @@ from portal.lib.forms import StyledFormMixin
 class KnowledgeBaseForm(StyledFormMixin, forms.Form):
     name = forms.CharField(label=_("Name"), max_length=50, help_text=_("Lowercase letters, digits and hyphens."))
     description = forms.CharField(label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    llm_service = forms.CharField(
+        label=_("Chat service"),
+        required=False,
+        max_length=50,
+        help_text=_("The name of one of the project's llm inference services; it answers before an endpoint below."),
+    )
     llm_url = forms.URLField(
         label=_("LLM endpoint"),
         required=False,

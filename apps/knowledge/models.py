@@ -56,6 +56,16 @@ class KnowledgeBase(models.Model):
     llm_url = models.URLField(_("LLM endpoint (OpenAI-compatible base URL)"), blank=True)
     llm_model = models.CharField(_("LLM model"), max_length=200, blank=True)
     llm_key_secret = models.CharField(_("project secret holding the API key"), max_length=100, blank=True)
+    # Or the project's own `llm` inference service (its ready replicas answer; no URL or key to keep): what the demo
+    # and the app store's "document Q&A" wire. It takes precedence over the URL.
+    llm_service = models.ForeignKey(
+        "serving.InferenceService",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="knowledge_bases",
+        verbose_name=_("LLM inference service"),
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

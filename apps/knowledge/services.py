@@ -23,6 +23,7 @@ from apps.knowledge.extract import ExtractError, extract, kind_for
 from apps.knowledge.models import Chunk, Document, KnowledgeBase, KnowledgeBaseShare
 from apps.projects.events import publish_event
 from apps.projects.models import Project
+from apps.serving.models import Framework, InferenceService
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,19 @@ _TAG = re.compile(r"^[\w.-]{1,50}$")
 # --- Knowledge bases ---------------------------------------------------------------------------------------------
 
 
+def _llm_service(project: Project, value: Any) -> Any:
+    """The project's `llm` inference service named by `value` (a name or the service itself; "" or None: none)."""
+    if value in (None, ""):
+        return None
+    name = value.name if isinstance(value, InferenceService) else str(value).strip()
+    service = InferenceService.objects.filter(project=project, name=name).first()
+    if service is None:
+        raise ValidationError({"llm_service": [_("The project has no inference service of this name.")]})
+    if service.framework != Framework.LLM:
+        raise ValidationError({"llm_service": [_("This service does not serve a chat model (framework llm).")]})
+    return service
+
+
 def _check_llm(project: Project, fields: dict[str, Any]) -> None:
     url, model, secret = fields.get("llm_url", ""), fields.get("llm_model", ""), fields.get("llm_key_secret", "")
     if url and not model:
@@ -43,8 +57,11 @@ def _check_llm(project: Project, fields: dict[str, Any]) -> None:
 
 
 def create_knowledge_base(project: Project, user: Any, name: str, **fields: Any) -> KnowledgeBase:
+    """A new base; `llm_service` may name one of the project's `llm` inference services (it answers the chat)."""
+    if "llm_service" in fields:
+        fields["llm_service"] = _llm_service(project, fields["llm_service"])
     kb = KnowledgeBase(project=project, name=name, created_by=user, **fields)
-    kb.full_clean(exclude=["project", "created_by"], validate_unique=False)
+    kb.full_clean(exclude=["project", "created_by", "llm_service"], validate_unique=False)
     _check_llm(project, fields)
     if KnowledgeBase.objects.filter(project=project, name=name).exists():
         raise ValidationError({"name": [_("The project already has a knowledge base of this name.")]})
@@ -57,9 +74,11 @@ def create_knowledge_base(project: Project, user: Any, name: str, **fields: Any)
 
 
 def update_knowledge_base(kb: KnowledgeBase, **fields: Any) -> KnowledgeBase:
+    if "llm_service" in fields:
+        fields["llm_service"] = _llm_service(kb.project, fields["llm_service"])
     for key, value in fields.items():
         setattr(kb, key, value)
-    kb.full_clean(exclude=["project", "created_by"], validate_unique=False)
+    kb.full_clean(exclude=["project", "created_by", "llm_service"], validate_unique=False)
     _check_llm(kb.project, {f: getattr(kb, f) for f in ("llm_url", "llm_model", "llm_key_secret")})
     if KnowledgeBase.objects.filter(project=kb.project, name=kb.name).exclude(pk=kb.pk).exists():
         raise ValidationError({"name": [_("The project already has a knowledge base of this name.")]})

@@ -24,7 +24,7 @@ def events(answer: Answer, citations: list[dict[str, Any]]) -> Iterator[bytes]:
     except LLMError as exc:
         yield event("error", str(exc))
         return
-    yield event("done", {})
+    yield event("done", {"cited": answer.cited})  # the passages the answer rests on, as the portal checked
 
 
 def sse_error(message: str) -> StreamingHttpResponse:

@@ -186,7 +186,9 @@ def kb_chat(request: HttpRequest, project: Project, kb: KnowledgeBase) -> HttpRe
         missing = ""
     except ValidationError as exc:
         missing = " ".join(exc.messages)
-    return render(request, "knowledge/kb_chat.html", {"project": project, "kb": kb, "missing": missing})
+    starting = chat.not_ready(kb)
+    context = {"project": project, "kb": kb, "missing": missing, "starting": starting}
+    return render(request, "knowledge/kb_chat.html", context)
 
 
 @project_view(VIEW, model=KnowledgeBase, methods=("GET",))

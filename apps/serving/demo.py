@@ -4,12 +4,18 @@ waits ("waiting for a version at alias staging …") and deploys when the alias 
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from apps.models.models import RegisteredModel
+from apps.outbox.services import enqueue
 from apps.projects.models import Project
 from apps.serving.models import InferenceService
 from apps.serving.services import create_service
+from apps.serving.tasks import deploy_when_possible
 
 SERVICE = "iris"
 MODEL = "iris-classifier"
@@ -41,3 +47,34 @@ def populate(project: Project, user: Any) -> InferenceService | None:
         max_replicas=2,
         scale_target=8,
     )
+
+
+CHAT = "chat"
+CHAT_DEPLOY_WAIT = 15 * 60  # seconds the demo's chat service waits for an agent to start it
+
+
+def chat_service(project: Project, user: Any) -> InferenceService | None:
+    """Idempotently: `chat`, an `llm` service of the packaged SmolLM2-135M-Instruct that the demo's knowledge base
+    answers with, when the llm task environment is built (`make llm-env`, a step of `make run`; None otherwise).
+    The demo runs before `make run` starts the agent, so it is deployed by a task that waits for one; a `chat` made
+    by a run before that never started (or whose start failed) is queued again."""
+    existing = InferenceService.objects.filter(project=project, name=CHAT).first()
+    if existing is None:
+        if not Path(settings.PORTAL_TASK_ENVS["llm"]).exists():
+            return None
+        existing = create_service(
+            project,
+            user,
+            name=CHAT,
+            framework="llm",
+            description="SmolLM2-135M-Instruct (packaged) answering the portal-docs knowledge base over OpenAI's API.",
+            cpu="1",
+            memory="2Gi",
+            min_replicas=1,
+            max_replicas=1,
+            scale_target=1,
+        )
+    waiting = (InferenceService.Status.PENDING, InferenceService.Status.FAILED)
+    if existing.framework == "llm" and existing.current_revision_id is None and existing.status in waiting:
+        enqueue(deploy_when_possible, existing.pk, getattr(user, "pk", None), time.time() + CHAT_DEPLOY_WAIT)
+    return existing

@@ -7,15 +7,18 @@ import time
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.serving import autoscale as autoscaler
 from apps.serving import replicas
-from apps.serving.models import Replica
+from apps.serving.models import InferenceService, Replica
+from apps.serving.services import deploy, rollout
 from apps.serving.services import follow_alias as roll_followers
-from apps.serving.services import rollout
 
 POLL_SECONDS = 0.2
+DEPLOY_RETRY_SECONDS = 5
 TASK_SECONDS = 20.0  # one task waits this long, then hands over to a later one (a worker is not held for minutes)
 
 
@@ -62,3 +65,21 @@ def autoscale() -> None:
 def follow_alias(registered_model_id: int, alias: str) -> list[int]:
     """Roll the services following `alias` of the registered model to the version it points at now."""
     return [revision.pk for revision in roll_followers(registered_model_id, alias)]
+
+
+@shared_task(ignore_result=True)
+def deploy_when_possible(service_id: int, user_id: int | None, until: float) -> None:
+    """Deploy a service made while nothing could run it yet — the demo's chat service: `manage.py demo` runs before
+    `make run` starts the agent. Tried every DEPLOY_RETRY_SECONDS until `until` (a Unix time); then the service says
+    why it waits (a deploy from its page starts it). A service deployed meanwhile, or deleted, is left alone."""
+    service = InferenceService.objects.filter(pk=service_id, current_revision=None).first()
+    if service is None or service.status not in (InferenceService.Status.PENDING, InferenceService.Status.FAILED):
+        return
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    try:
+        deploy(service, user)
+    except ValidationError as exc:
+        if time.time() < until:
+            deploy_when_possible.apply_async((service_id, user_id, until), countdown=DEPLOY_RETRY_SECONDS)
+        else:
+            InferenceService.objects.filter(pk=service_id).update(reason=" ".join(exc.messages))

@@ -9,18 +9,32 @@ from apps.knowledge.models import Document, KnowledgeBase
 from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 
 
+class ServiceNameField(serializers.CharField):
+    """An inference service of the base's project, by name ("" for none)."""
+
+    def to_representation(self, value: Any) -> str:
+        return value.name if value is not None else ""
+
+
 class KnowledgeBaseSerializer(StrictModelSerializer):
     """A knowledge base. `shared_with` lists the projects that may read it (its owner's project sees them)."""
 
     project = VisibleProjectField()
     shared_with = serializers.SerializerMethodField()
     document_count = serializers.SerializerMethodField()
+    llm_service = ServiceNameField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=50,
+        help_text=_("One of the project's `llm` inference services, by name: it answers the chat (before `llm_url`)."),
+    )
 
     class Meta:
         model = KnowledgeBase
         fields = [
-            "id", "project", "name", "description", "llm_url", "llm_model", "llm_key_secret", "shared_with",
-            "document_count", "created_at",
+            "id", "project", "name", "description", "llm_service", "llm_url", "llm_model", "llm_key_secret",
+            "shared_with", "document_count", "created_at",
         ]  # fmt: skip
         read_only_fields = ["created_at"]
         validators: list[Any] = []  # uniqueness is the service's
@@ -108,3 +122,6 @@ class ChatAnswerSerializer(serializers.Serializer):
     answer = serializers.CharField()
     not_found = serializers.BooleanField()
     passages = PassageSerializer(many=True)
+    cited = serializers.ListField(
+        child=serializers.IntegerField(), help_text=_("Numbers of the passages the answer rests on (checked).")
+    )

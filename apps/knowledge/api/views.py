@@ -156,9 +156,10 @@ class KnowledgeBaseViewSet(ProjectScopedViewSet):
     @extend_schema(request=ChatSerializer, responses={200: ChatAnswerSerializer})
     @action(detail=True, methods=["post"])
     def chat(self, request: Request, pk: str | None = None) -> Any:
-        """An answer from the base's LLM citing the retrieved passages as [1], [2] ("Not found in the knowledge
-        base." when nothing relevant is retrieved, without asking the LLM). `"stream": true` answers server-sent
-        events: `passages`, then `token`s, then `done` (or `error`)."""
+        """An answer from the base's LLM, ending with the passages it rests on as [1], [2] (checked by the portal, also
+        in `cited`; "Not found in the knowledge base." when nothing relevant is retrieved, without asking the LLM).
+        `"stream": true` answers server-sent events: `passages`, then `token`s, then `done` with `cited` (or
+        `error`)."""
         kb = self.get_object()
         body = ChatSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -170,7 +171,9 @@ class KnowledgeBaseViewSet(ProjectScopedViewSet):
             text = "".join(answer.tokens)
         except LLMError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
-        return Response({"answer": text, "not_found": answer.result.not_found, "passages": citations})
+        return Response(
+            {"answer": text, "not_found": answer.result.not_found, "passages": citations, "cited": answer.cited}
+        )
 
     @extend_schema(request=ShareSerializer, responses={200: KnowledgeBaseSerializer})
     @action(detail=True, methods=["post"])

@@ -22,8 +22,10 @@ from apps.accounts.services import notify
 from apps.console import demo as console_demo
 from apps.jobs import demo as jobs_demo
 from apps.jobs.models import Pipeline
+from apps.knowledge import demo as knowledge_demo
 from apps.projects import services
 from apps.projects.models import Membership, Project, Role
+from apps.serving import demo as serving_demo
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         demo, created, password, project = self._core()
         iris = self._examples(project, demo)
+        self._chat(project, demo)
 
         self.stdout.write(self.style.SUCCESS(f"Demo ready: project “{project.name}” at /p/{project.slug}/"))
         if created or os.environ.get("DEMO_PASSWORD"):
@@ -102,6 +105,23 @@ class Command(BaseCommand):
                 welcome = _("Welcome to the portal! Start with the demo project.")
             notify(demo, welcome, f"/p/{project.slug}/")
         return demo, created, password, project
+
+    def _chat(self, project: Project, demo: Any) -> None:
+        """The chat model of the demo's knowledge base: an `llm` service, deployed once the agent `make run` starts
+        runs. Made by the command only (not by `console_demo.populate`, which tests call with an agent of their
+        own): loading a model is a minute of CPU that only a portal someone is about to use needs."""
+        try:
+            with transaction.atomic():
+                service = serving_demo.chat_service(project, demo)
+                knowledge_demo.wire_chat(project, service)
+        except Exception as exc:  # the portal starts without chat answers
+            logger.warning("demo: the chat service could not be made: %s", exc, exc_info=True)
+            self.stderr.write(self.style.WARNING(f"Warning: the chat service could not be made: {exc}"))
+            return
+        if service is None:
+            self.stdout.write(
+                "  The portal-docs knowledge base answers retrieval only: build the chat model with `make llm-env`."
+            )
 
     def _examples(self, project: Project, demo: Any) -> Pipeline | None:
         """Each example in a savepoint of its own: one that fails is rolled back whole and reported as a warning,
