@@ -92,7 +92,7 @@ def main(ctx: click.Context, server: str | None, output: str, as_json: bool) -> 
 def login(url: str, token: str | None) -> None:
     """Check TOKEN against the portal at URL and store it (in the user's config folder, mode 0600)."""
     if not token:
-        token = click.prompt("API token (Settings → API tokens)", hide_input=True)
+        token = click.prompt("API token (the portal's user menu → API tokens)", hide_input=True)
     url = config.normalise(url)
     with Client(url, token) as client:
         me = client.whoami()
@@ -483,8 +483,17 @@ def runs_logs(
         lines = client.logs.follow(run_id, task=task, replica=replica)
     else:
         lines = client.logs.history(run_id, node=node, replica=replica, task=task, q=q)
+    printed = 0
     for line in lines:
+        printed += 1
         click.echo(json.dumps(line.to_dict()) if state.output == "json" else line.format())
+    if not printed and not (node or replica or task or q):
+        tasks = client.runs.tasks(run_id)
+        if tasks and all(t.status == "cached" for t in tasks):  # a rerun with the same inputs wrote nothing
+            click.echo(f"No log lines: every task of run {run_id} was cached (it reused the outputs of earlier "
+                       f"runs: `portal runs tasks {run_id}` names them).", err=True)  # fmt: skip
+        else:
+            click.echo(f"No log lines (yet) for run {run_id}.", err=True)
 
 
 @runs.command("cancel")

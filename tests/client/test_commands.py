@@ -191,6 +191,22 @@ def test_runs_commands(logged_in, cli, tmp_path, as_viewer):  # noqa: F811
     fails(cli("runs", "delete", str(broken["id"])), 6)
 
 
+def test_the_log_of_a_run_whose_tasks_were_all_cached_says_why_it_is_empty(logged_in, cli, tmp_path):  # noqa: F811
+    spec = tmp_path / "once.yaml"
+    spec.write_text(
+        "apiVersion: portal/v1\nkind: Pipeline\nmetadata: {name: once}\n"
+        "spec: {nodes: [{name: say, template: py, args: {code: 'print(42)'}}]}\n"
+    )
+    assert cli("pipelines", "apply", "-f", str(spec), "-p", "project-a").exit_code == 0
+    first, second = (json.loads(cli("runs", "submit", "project-a/once", "--wait", "--json").stdout) for _ in "12")
+    assert [line.split("] ", 1)[1] for line in cli("runs", "logs", str(first["id"])).stdout.splitlines()] == ["42"]
+    for follow in ((), ("-f",)):
+        empty = cli("runs", "logs", str(second["id"]), *follow)
+        assert (empty.exit_code, empty.stdout) == (0, "")
+        assert f"every task of run {second['id']} was cached" in empty.stderr
+    fails(cli("runs", "logs", "999999"), 6)
+
+
 def test_experiments_and_models_commands(logged_in, cli, as_viewer, artifact_store):  # noqa: F811
     made = cli("experiments", "create", "tuning", "-p", "project-a", "--json")
     assert made.exit_code == 0, made.output
