@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from django.conf import settings
-from portal_client import BadRequest, Forbidden, NotFound, RunFailed, Unauthorized
+from portal_client import BadRequest, Forbidden, NotFound, RunFailed, Unauthorized, UploadError
 from portal_client import datasets as sdk_datasets
 
 from apps.datasets.models import UploadSession
@@ -269,3 +269,27 @@ def test_updates_and_the_rest_of_each_resource(portal, artifact_store):  # noqa:
     client.notebooks.stop(notebook.id)
     with pytest.raises(NotFound):
         client.labeling.get("project-a/none")
+
+
+def test_a_pull_that_stopped_mid_file_continues_from_where_it_stopped(portal, folder, tmp_path):
+    client = portal.client()
+    client.datasets.upload(folder, "iris", "project-a")
+    blob = (folder / "images" / "deep" / "blob.bin").read_bytes()
+    target = tmp_path / "pulled"
+    part = target / "images" / "deep" / "blob.bin.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(blob[:100_000])  # what a pull interrupted after 100 kB left
+
+    seen: list[tuple[str, int]] = []
+    client.datasets.download("project-a/iris@1", target, progress=lambda path, done, size: seen.append((path, done)))
+    first = next(done for path, done in seen if path == "images/deep/blob.bin")
+    assert 100_000 < first <= 100_000 + len(blob)  # counted on from the kept bytes, which were not fetched again
+    assert tree(target) == tree(folder)
+    assert not part.exists()
+
+    (target / "train.csv").unlink()
+    (target / "train.csv.part").write_bytes(b"a,X")  # kept bytes that are wrong: caught by the checksum
+    with pytest.raises(UploadError, match="do not match"):
+        client.datasets.download("project-a/iris@1", target)
+    client.datasets.download("project-a/iris@1", target)  # the bad part was dropped: this pull starts it again
+    assert tree(target) == tree(folder)
