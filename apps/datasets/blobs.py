@@ -115,24 +115,28 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def open_chunks(sha256: str, chunk: int = CHUNK) -> Iterator[bytes]:
-    """The blob's content as a stream of chunks (S3: straight from the response body, never buffered whole)."""
+def open_chunks(sha256: str, chunk: int = CHUNK, start: int = 0) -> Iterator[bytes]:
+    """The blob's content from byte `start` on, as a stream of chunks (S3: straight from the response body, never
+    buffered whole)."""
     st = storage()
     name = blob_storage_name(sha256)
     if isinstance(st, FileSystemStorage):
         with open(st.path(name), "rb") as fh:
+            fh.seek(start)
             while block := fh.read(chunk):
                 yield block
         return
     bucket = getattr(st, "bucket", None)
     if bucket is not None:  # django-storages S3: S3File would spool the whole object first
-        body = bucket.Object(st._normalize_name(name)).get()["Body"]
+        ranged = {"Range": f"bytes={start}-"} if start else {}
+        body = bucket.Object(st._normalize_name(name)).get(**ranged)["Body"]
         try:
             yield from body.iter_chunks(chunk)
         finally:
             body.close()
         return
     with st.open(name, "rb") as fh:
+        fh.seek(start)
         while block := fh.read(chunk):
             yield block
 

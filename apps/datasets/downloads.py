@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import mimetypes
 import posixpath
+import re
 import zipfile
 from collections.abc import Iterator
 
-from django.http import Http404, HttpRequest, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils.translation import gettext as _
 
 from apps.datasets import blobs
@@ -28,11 +29,29 @@ def _attachment(name: str) -> str:
     return content_disposition_header(True, name)
 
 
-def file_response(request: HttpRequest, version: DatasetVersion, path: str) -> StreamingHttpResponse:
+OPEN_RANGE = re.compile(r"bytes=(\d+)-$")
+
+
+def file_response(request: HttpRequest, version: DatasetVersion, path: str) -> HttpResponse:
+    """One file; `Range: bytes=N-` (the only form asked for: a download that stopped continues from byte N) answers
+    206 with the rest, a start past the end 416. Any other Range header is ignored (200, the whole file), as RFC 9110
+    allows."""
     entry = get_file(version, path)
     content_type = mimetypes.guess_type(entry.path)[0] or "application/octet-stream"
-    response = StreamingHttpResponse(blobs.open_chunks(entry.blob_id), content_type=content_type)
-    response["Content-Length"] = str(entry.size)
+    start = 0
+    wanted = OPEN_RANGE.match(request.headers.get("Range", "").strip())
+    if wanted is not None:
+        start = int(wanted.group(1))
+        if start >= entry.size and entry.size:
+            refused = HttpResponse(status=416)
+            refused["Content-Range"] = f"bytes */{entry.size}"
+            return refused
+    response = StreamingHttpResponse(blobs.open_chunks(entry.blob_id, start=start), content_type=content_type)
+    if wanted is not None and entry.size:
+        response.status_code = 206
+        response["Content-Range"] = f"bytes {start}-{entry.size - 1}/{entry.size}"
+    response["Content-Length"] = str(entry.size - start)
+    response["Accept-Ranges"] = "bytes"
     response["Content-Disposition"] = _attachment(posixpath.basename(entry.path))
     response["ETag"] = f'"{entry.blob_id}"'
     response["X-Content-SHA256"] = entry.blob_id

@@ -13,6 +13,7 @@ from portal_client.errors import (
     ServerError,
     TransportError,
     Unauthorized,
+    UploadError,
     WaitTimeout,
 )
 
@@ -28,6 +29,7 @@ __all__ = [
     "ServerError",
     "TransportError",
     "Unauthorized",
+    "UploadError",
     "WaitTimeout",
     "dsl",
 ]

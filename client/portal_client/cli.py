@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 
 from portal_client import config
 from portal_client.client import Client
@@ -66,6 +67,9 @@ class PortalGroup(click.Group):
         except FileNotFoundError as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(2)
+        except yaml.YAMLError as exc:  # a --param value or a --params-file that is not YAML
+            click.echo(f"Error: not YAML: {exc}", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=PortalGroup)
@@ -88,7 +92,7 @@ def main(ctx: click.Context, server: str | None, output: str, as_json: bool) -> 
 def login(url: str, token: str | None) -> None:
     """Check TOKEN against the portal at URL and store it (in the user's config folder, mode 0600)."""
     if not token:
-        token = click.prompt("API token (Settings → API tokens)", hide_input=True)
+        token = click.prompt("API token (the portal's user menu → API tokens)", hide_input=True)
     url = config.normalise(url)
     with Client(url, token) as client:
         me = client.whoami()
@@ -289,6 +293,37 @@ def templates_get(state: State, template_id: int) -> None:
     emit(state.client.templates.get(template_id), state.output)
 
 
+@templates.command("apply")
+@click.option("-f", "--file", "file", required=True, type=click.File("r"), help="The template's YAML ('-': stdin).")
+@project_option
+@output_option
+@pass_state
+def templates_apply(state: State, file: Any, project: str | None) -> None:
+    """Create the template FILE describes (slug, name, command, args_schema, resources, …); applying it again with
+    a changed field makes the next version of the slug."""
+    definition = _yaml_mapping(file)
+    project = need_project(project or definition.pop("project", None))
+    emit(state.client.templates.apply(project, definition), state.output)
+
+
+@templates.command("delete")
+@click.argument("template_id", type=int)
+@pass_state
+def templates_delete(state: State, template_id: int) -> None:
+    state.client.templates.delete(template_id)
+    click.echo(f"Deleted template {template_id}.")
+
+
+def _yaml_mapping(file: Any) -> dict[str, Any]:
+    try:
+        definition = yaml.safe_load(file.read())
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"not YAML: {exc}", param_hint="--file") from None
+    if not isinstance(definition, dict):
+        raise click.UsageError("The file is not a YAML mapping.")
+    return definition
+
+
 @main.group()
 def pipelines() -> None:
     """Pipelines: apply YAML, export, run."""
@@ -448,8 +483,17 @@ def runs_logs(
         lines = client.logs.follow(run_id, task=task, replica=replica)
     else:
         lines = client.logs.history(run_id, node=node, replica=replica, task=task, q=q)
+    printed = 0
     for line in lines:
+        printed += 1
         click.echo(json.dumps(line.to_dict()) if state.output == "json" else line.format())
+    if not printed and not (node or replica or task or q):
+        tasks = client.runs.tasks(run_id)
+        if tasks and all(t.status == "cached" for t in tasks):  # a rerun with the same inputs wrote nothing
+            click.echo(f"No log lines: every task of run {run_id} was cached (it reused the outputs of earlier "
+                       f"runs: `portal runs tasks {run_id}` names them).", err=True)  # fmt: skip
+        else:
+            click.echo(f"No log lines (yet) for run {run_id}.", err=True)
 
 
 @runs.command("cancel")
@@ -500,6 +544,32 @@ def experiments() -> None:
 @pass_state
 def experiments_list(state: State, project: str | None) -> None:
     emit(list(state.client.experiments.list(project)), state.output)
+
+
+@experiments.command("get")
+@click.argument("experiment_id", type=int)
+@output_option
+@pass_state
+def experiments_get(state: State, experiment_id: int) -> None:
+    emit(state.client.experiments.get(experiment_id), state.output)
+
+
+@experiments.command("create")
+@click.argument("name")
+@project_option
+@output_option
+@pass_state
+def experiments_create(state: State, name: str, project: str | None) -> None:
+    emit(state.client.experiments.create(need_project(project), name), state.output)
+
+
+@experiments.command("delete")
+@click.argument("experiment_id", type=int)
+@pass_state
+def experiments_delete(state: State, experiment_id: int) -> None:
+    """Mark the experiment and its runs deleted (as MLflow does)."""
+    state.client.experiments.delete(experiment_id)
+    click.echo(f"Deleted experiment {experiment_id}.")
 
 
 @experiments.command("runs")
@@ -638,6 +708,57 @@ def services_deploy(state: State, service: str, project: str | None, wait: bool)
     if wait:
         result = state.client.services.wait_ready(_ref(service, project))
     emit(result, state.output)
+
+
+@services.command("canary")
+@click.argument("service")
+@click.option("--percent", type=click.IntRange(0, 100), required=True, help="The canary's share once ready.")
+@click.option("--version", "model_version", type=int, help="Model version (default: what the settings say).")
+@project_option
+@output_option
+@pass_state
+def services_canary(state: State, service: str, percent: int, model_version: int | None, project: str | None) -> None:
+    """Deploy a canary revision taking PERCENT % of the requests once ready (`promote` makes it current)."""
+    emit(state.client.services.canary(_ref(service, project), percent, model_version), state.output)
+
+
+@services.command("rollback")
+@click.argument("service")
+@click.argument("revision", type=int)
+@project_option
+@output_option
+@pass_state
+def services_rollback(state: State, service: str, revision: int, project: str | None) -> None:
+    """Serve revision number REVISION's version and config again (as a new revision)."""
+    emit(state.client.services.rollback(_ref(service, project), revision), state.output)
+
+
+@services.command("revisions")
+@click.argument("service")
+@project_option
+@output_option
+@pass_state
+def services_revisions(state: State, service: str, project: str | None) -> None:
+    emit(state.client.services.revisions(_ref(service, project)), state.output)
+
+
+@services.command("stop")
+@click.argument("service")
+@project_option
+@output_option
+@pass_state
+def services_stop(state: State, service: str, project: str | None) -> None:
+    """Stop every replica (`start` serves the same again)."""
+    emit(state.client.services.stop(_ref(service, project)), state.output)
+
+
+@services.command("start")
+@click.argument("service")
+@project_option
+@output_option
+@pass_state
+def services_start(state: State, service: str, project: str | None) -> None:
+    emit(state.client.services.start(_ref(service, project)), state.output)
 
 
 @services.command("promote")
@@ -800,11 +921,7 @@ def studies_get(state: State, study: str, project: str | None) -> None:
 @pass_state
 def studies_create(state: State, file: Any, project: str | None, wait: bool, timeout: float | None) -> None:
     """Create and start the study FILE describes (name, objectives, space, algorithm, budget, trial_template)."""
-    import yaml
-
-    definition = yaml.safe_load(file.read())
-    if not isinstance(definition, dict):
-        raise click.UsageError("The file is not a YAML mapping.")
+    definition = _yaml_mapping(file)
     project = project or definition.get("project")
     study = state.client.studies.create(need_project(project), definition)
     if wait:
@@ -1026,8 +1143,6 @@ def apps_install(
     params_file: Any,
 ) -> None:
     """Install APP into the project (all or nothing)."""
-    import yaml
-
     parameters: dict[str, Any] = {}
     if params_file is not None:
         loaded = yaml.safe_load(params_file.read()) or {}

@@ -13,7 +13,7 @@ import yaml
 from portal_client._http import Http
 from portal_client.catalog import Apps, Installations, KnowledgeBases, LabelingProjects, Studies
 from portal_client.datasets import Datasets
-from portal_client.errors import NotFound, RunFailed, WaitTimeout
+from portal_client.errors import NotFound, PortalError, RunFailed, WaitTimeout
 from portal_client.logs import Logs
 from portal_client.models import (
     Experiment,
@@ -74,6 +74,17 @@ class Templates(Resource):
     def create(self, project: str, slug: str, name: str, command: list[str], **fields: Any) -> Template:
         body = {"project": project, "slug": slug, "name": name, "command": command, **fields}
         return Template.from_api(self.http.post("templates/", body))
+
+    def apply(self, project: str, definition: dict[str, Any] | str | Path) -> Template:
+        """Create the template a mapping (or its YAML) describes; the same slug again makes its next version."""
+        if isinstance(definition, Path):
+            definition = definition.read_text()
+        if isinstance(definition, str):
+            definition = yaml.safe_load(definition)
+        if not isinstance(definition, dict):
+            raise PortalError("A template is a mapping (slug, name, command, args_schema, …).")
+        body = {key: value for key, value in definition.items() if key != "project"}
+        return Template.from_api(self.http.post("templates/", {"project": project, **body}))
 
     def delete(self, template_id: int) -> None:
         self.http.delete(f"templates/{template_id}/")
@@ -165,6 +176,7 @@ class Runs(Resource):
         )
 
     def tasks(self, run_id: int) -> list[TaskRun]:
+        self.get(run_id)  # a run you cannot see is not found (the list's filter would call the id invalid)
         return [TaskRun.from_api(item) for item in self.http.pages("task-runs/", {"run": run_id})]
 
     def wait(
@@ -218,9 +230,15 @@ class Experiments(Resource):
     def create(self, project: str, name: str) -> Experiment:
         return Experiment.from_api(self.http.post("experiments/", {"project": project, "name": name}))
 
+    def delete(self, experiment_id: int) -> None:
+        """Marks it (and its runs) deleted, as MLflow does."""
+        self.http.delete(f"experiments/{experiment_id}/")
+
     def runs(
         self, experiment_id: int | None = None, project: str | None = None, **filters: Any
     ) -> Iterator[TrackingRun]:
+        if experiment_id is not None:
+            self.get(experiment_id)  # one you cannot see is not found (the list's filter would call the id invalid)
         params = {"experiment": experiment_id, "project": project, **filters}
         return (TrackingRun.from_api(item) for item in self.http.pages("tracking-runs/", params))
 

@@ -46,10 +46,18 @@ def save(data: dict[str, Any]) -> Path:
     return path
 
 
+LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
 def normalise(url: str) -> str:
+    """The portal's base URL: no trailing slash; without a scheme, http:// for this machine (what `make run`
+    serves) and https:// for any other host."""
     url = url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
-        url = "https://" + url
+        host = url.split("/", 1)[0]
+        host = host.split("]", 1)[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]
+        scheme = "http" if host in LOOPBACK or host.startswith("127.") else "https"
+        url = f"{scheme}://{url}"
     return url
 
 

@@ -205,7 +205,8 @@ class Datasets:
         self, ref: str, target: str | Path, project: str | None = None, *, progress: Progress | None = None
     ) -> DatasetVersion:
         """Write version `ref` ("[project/]name@version") under `target`, file by file, each checked against its
-        SHA-256. Files already there with the right checksum are kept: a pull that stopped continues."""
+        SHA-256. A pull that stopped continues: files already there with the right checksum are kept, and a file cut
+        short (its `.part`) is asked for from where it stopped (`Range: bytes=N-`)."""
         version = self.version(ref, project)
         root = Path(target)
         for entry in self.files(version.id):
@@ -221,21 +222,33 @@ class Datasets:
             destination.parent.mkdir(parents=True, exist_ok=True)
             partial = destination.with_name(destination.name + ".part")
             digest = hashlib.sha256()
-            done = 0
-            with (
-                self.http.stream("GET", f"dataset-versions/{version.id}/download/", params={"path": entry.path}) as (
-                    response
-                ),
-                partial.open("wb") as handle,
-            ):
-                for block in response.iter_bytes():
-                    handle.write(block)
-                    digest.update(block)
-                    done += len(block)
-                    if progress is not None:
-                        progress(entry.path, done, entry.size)
+            done = partial.stat().st_size if partial.is_file() else 0
+            if not 0 < done < entry.size:
+                done = 0
+            headers = {"Range": f"bytes={done}-"} if done else {}
+            url = f"dataset-versions/{version.id}/download/"
+            with self.http.stream("GET", url, params={"path": entry.path}, headers=headers) as response:
+                if done and response.status_code == 206:
+                    with partial.open("rb") as kept:  # the bytes already here count towards the checksum
+                        while block := kept.read(CHUNK):
+                            digest.update(block)
+                else:
+                    done = 0  # the whole file came: start the part again
+                with partial.open("ab" if done else "wb") as handle:
+                    self._receive(response, handle, digest, done, entry, progress)
             if digest.hexdigest() != entry.sha256:
                 partial.unlink()
                 raise UploadError(f"{entry.path}: the bytes received do not match the version's SHA-256")
             os.replace(partial, destination)
         return version
+
+    @staticmethod
+    def _receive(
+        response: Any, handle: Any, digest: Any, done: int, entry: VersionFile, progress: Progress | None
+    ) -> None:
+        for block in response.iter_bytes():
+            handle.write(block)
+            digest.update(block)
+            done += len(block)
+            if progress is not None:
+                progress(entry.path, done, entry.size)

@@ -42,6 +42,9 @@ def emit(value: Any, fmt: str, columns: Iterable[str] | None = None) -> None:
     if fmt == "yaml":
         click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
         return
+    if isinstance(value, list) and not value:
+        click.echo("Nothing found.", err=True)  # on stderr: a script counting the table's lines counts none
+        return
     if isinstance(value, list):
         cols = list(columns or (value[0].columns if value and isinstance(value[0], Model) else []))
         if not cols and value and isinstance(data[0], dict):

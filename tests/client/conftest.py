@@ -3,6 +3,7 @@ websockets), a real Celery worker on a broker of the test's own, and a real loca
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,12 +36,20 @@ class Portal:
 @pytest.fixture
 def portal(live_asgi, world, tmp_path, settings, private_broker, start_worker) -> Iterator[Portal]:  # noqa: F811
     """The portal at `portal.url`, with alice (owner of project-a), bob (editor) and charlie (outsider), and the
-    built-in template `py` (runs its `code` argument)."""
+    built-in template `py` (runs its `code` argument).
+
+    As under `make run`, the web server, the worker and the agent share one broker (the test's own): what the agent
+    queues (a model-server replica's readiness probe) reaches the worker. On Redis they share its key prefix, so the
+    test server's channel layer is moved to that prefix too (the agent publishes log lines there)."""
     python_template()
     settings.PORTAL_WORK_DIR = tmp_path / "work"
     settings.SITE_URL = live_asgi.url  # where tasks reach the API
     private_broker.worker_env["SITE_URL"] = live_asgi.url
-    agent = AgentProcess(tmp_path, env={"SITE_URL": live_asgi.url})
+    if "REDIS_PREFIX" in private_broker.worker_env:
+        layer = copy.deepcopy(settings.CHANNEL_LAYERS)
+        layer["default"]["CONFIG"]["prefix"] = f"{private_broker.worker_env['REDIS_PREFIX']}:ws"
+        settings.CHANNEL_LAYERS = layer
+    agent = AgentProcess(tmp_path, env={**private_broker.worker_env, "MEDIA_ROOT": str(settings.MEDIA_ROOT)})
     agent.start()
     try:
         with private_broker.up():

@@ -14,7 +14,9 @@ from portal_client import BadRequest, Forbidden, NotFound
 from apps.appstore.models import Installation
 from apps.jobs.models import Pipeline
 from tests.appstore.factories import builtin_version, tiny_bundle
+from tests.client.expect import fails
 from tests.client.test_cli import logged_in  # noqa: F401 - fixture
+from tests.factories import make_token
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
 
@@ -59,6 +61,29 @@ def test_bad_parameters_and_unknown_apps_exit_with_clear_errors(logged_in, cli, 
     assert cli("apps", "get", "nope").exit_code == 6
     assert cli("apps", "uninstall", "project-a/none").exit_code == 6
     assert cli("apps", "install", "tabular-classification", "--param", "oops").exit_code == 2  # bad usage
+    fails(cli("apps", "install", "tabular-classification", "-p", "project-a", "--param", "a=[1"), 2, "not YAML")
+    fails(cli("apps", "list", env={"PORTAL_TOKEN": "not-a-token"}), 4, "Error (401): ")
+    fails(cli("apps", "installations", env={"PORTAL_TOKEN": "not-a-token"}), 4, "Error (401): ")
+
+
+def test_export_and_upload_a_bundle_from_the_command_line(logged_in, cli, tmp_path):  # noqa: F811
+    zipped = tmp_path / "tiny.zip"
+    zipped.write_bytes(tiny_bundle().to_zip())
+    bob = {"PORTAL_TOKEN": make_token(logged_in.world.bob)}  # an editor of project-a, not an admin
+    fails(cli("apps", "upload", str(zipped), "-p", "project-a", env=bob), 5, "Error (403): ")
+    fails(cli("apps", "upload", str(zipped)), 2, "--project")
+    uploaded = cli("apps", "upload", str(zipped), "-p", "project-a", "-o", "json")
+    assert uploaded.exit_code == 0, uploaded.output
+    assert json.loads(uploaded.stdout)["digest"] == hashlib.sha256(zipped.read_bytes()).hexdigest()
+
+    (tmp_path / "out").mkdir()
+    exported = cli("apps", "export", "tiny", str(tmp_path / "out"))
+    assert exported.exit_code == 0, exported.output
+    saved = tmp_path / "out" / "tiny-1.0.0.zip"
+    assert exported.stdout.strip() == f"Saved {saved}."
+    assert saved.read_bytes() == zipped.read_bytes()
+    fails(cli("apps", "export", "tiny", str(tmp_path), "--version", "9.9.9"), 6)
+    fails(cli("apps", "export", "nope"), 6, "No app “nope”")
 
 
 def test_a_bundle_exported_and_uploaded_round_trips_through_the_sdk(portal, tmp_path):

@@ -8,7 +8,9 @@ import json
 import pytest
 from portal_client import BadRequest, NotFound
 
+from tests.client.expect import fails
 from tests.client.test_cli import logged_in  # noqa: F401 - fixture
+from tests.factories import make_token
 from tests.knowledge.factories import HANDBOOK, knowledge_base
 from tests.knowledge.test_chat import closed_port
 from tests.serving.llm import llm_server  # noqa: F401 - the session's model server (SmolLM2, real)
@@ -77,11 +79,31 @@ def test_the_sdk_streams_chat_events_and_errors_are_clear(portal, tmp_path):
         assert "k" in bad.value.errors
 
 
-def test_command_line_errors_exit_with_their_codes(logged_in, cli):  # noqa: F811
+def test_command_line_errors_exit_with_their_codes(logged_in, cli, tmp_path):  # noqa: F811
     assert cli("knowledge", "get", "project-b/secret").exit_code == 6
     assert cli("knowledge", "create", "handbook").exit_code == 2  # no project
-    cli("knowledge", "create", "handbook", "-p", "project-a")
+    assert cli("knowledge", "create", "handbook", "-p", "project-a").exit_code == 0
     again = cli("knowledge", "create", "handbook", "-p", "project-a")
     assert again.exit_code == 2
     assert again.stderr.startswith("Error (400): ")
     assert "Traceback" not in again.output
+    assert json.loads(cli("knowledge", "get", "handbook", "-p", "project-a", "--json").stdout)["name"] == "handbook"
+    fails(cli("knowledge", "list", env={"PORTAL_TOKEN": "not-a-token"}), 4, "Error (401): ")
+
+    source = tmp_path / "handbook.md"
+    source.write_bytes(HANDBOOK)
+    fails(cli("knowledge", "upload", "project-a/none", str(source)), 6, "No knowledge base “none”")
+    fails(cli("knowledge", "upload", "project-a/handbook", str(tmp_path / "missing.md")), 2, "does not exist")
+    assert cli("knowledge", "upload", "project-a/handbook", str(source), "--wait").exit_code == 0
+    documents = cli("knowledge", "documents", "project-a/handbook")
+    assert documents.stdout.splitlines()[0].split() == ["ID", "NAME", "KIND", "VERSION", "STATUS", "CHUNK_COUNT"]
+    assert "handbook.md" in documents.stdout
+    fails(cli("knowledge", "documents", "project-b/secret"), 6)
+    fails(cli("knowledge", "query", "project-a/handbook", "roll back", "-k", "0"), 2, "Error (400): ", "k")
+    fails(cli("knowledge", "chat", "project-a/handbook", "How do I roll back?"), 2, "Error (400): ")
+
+    as_charlie = {"PORTAL_TOKEN": make_token(logged_in.world.charlie)}
+    fails(cli("knowledge", "delete", "project-a/handbook", env=as_charlie), 6)
+    gone = cli("knowledge", "delete", "project-a/handbook")
+    assert (gone.exit_code, gone.stdout.strip()) == (0, "Deleted knowledge base project-a/handbook.")
+    fails(cli("knowledge", "delete", "project-a/handbook"), 6)

@@ -12,7 +12,9 @@ from portal_client import BadRequest, NotFound
 from apps.labeling import server
 from apps.labeling.models import LabelingProject
 from tests import factories
+from tests.client.expect import fails
 from tests.client.test_cli import logged_in  # noqa: F401 - fixture
+from tests.factories import make_token
 from tests.labeling.conftest import blob_store, label_studio, ls  # noqa: F401 - fixtures (a real Label Studio)
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
@@ -50,6 +52,20 @@ def test_create_progress_and_export_from_the_command_line(logged_in, cli, ls):  
     assert exported.exit_code == 0, exported.output
     answer = json.loads(exported.stdout)
     assert (answer["ref"], answer["annotated_tasks"]) == ("sentiment-labels@1", 1)
+
+    fails(cli("labeling", "delete", "project-a/sentiment", env={"PORTAL_TOKEN": make_token(world.charlie)}), 6)
+    gone = cli("labeling", "delete", "project-a/sentiment")
+    assert (gone.exit_code, gone.stdout.strip()) == (0, "Deleted labeling project project-a/sentiment.")
+    assert not LabelingProject.objects.exists()
+
+
+def test_command_line_errors_before_label_studio_is_asked(logged_in, cli):  # noqa: F811
+    """Wrong references fail with the portal's answer, whether or not a Label Studio runs."""
+    fails(cli("labeling", "create", "peek", "--dataset", "project-a/none@1", "--kind", "text_classification"), 6)
+    fails(cli("labeling", "create", "peek", "--dataset", "project-a/none@1"), 2, "--kind")
+    fails(cli("labeling", "progress", "project-a/none"), 6, "No labeling project “none”")
+    fails(cli("labeling", "list", env={"PORTAL_TOKEN": "not-a-token"}), 4, "Error (401): ")
+    fails(cli("labeling", "delete", "999999"), 6)
 
 
 def test_the_sdk_answers_clear_errors(portal, ls):  # noqa: F811

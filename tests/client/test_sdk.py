@@ -8,12 +8,13 @@ import sys
 
 import pytest
 from django.conf import settings
-from portal_client import BadRequest, Forbidden, NotFound, RunFailed, Unauthorized
+from portal_client import BadRequest, Forbidden, NotFound, RunFailed, Unauthorized, UploadError
 from portal_client import datasets as sdk_datasets
 
 from apps.datasets.models import UploadSession
 from apps.projects.models import Role
-from tests.factories import add_member
+from tests.factories import add_member, tracking_run
+from tests.serving.factories import artifact_store, register  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
 
@@ -234,3 +235,61 @@ def test_the_package_imports_no_django():
         "sys.exit(any(m.split('.')[0] in ('django', 'rest_framework', 'apps', 'portal') for m in sys.modules))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_updates_and_the_rest_of_each_resource(portal, artifact_store):  # noqa: F811
+    client = portal.client()
+    assert client.projects.update("project-a", description="the A team").description == "the A team"
+    with pytest.raises(Forbidden):
+        portal.client(portal.world.bob).projects.update("project-a", description="mine now")
+
+    template = client.templates.create("project-a", "hi", "Hi", ["{python}", "-c", "print('hi')"])
+    assert (template.ref, template.project) == ("hi@1", "project-a")
+    pipeline = client.pipelines.apply("project-a", PIPELINE_YAML)
+    assert client.pipelines.update("project-a/hello", description="renamed").description == "renamed"
+    with pytest.raises(BadRequest):
+        client.pipelines.update(pipeline.id, spec={"nodes": [{"name": "x", "template": "nope"}]})
+    assert client.logs.ws_url(7).startswith(portal.url.replace("http", "ws", 1))
+
+    version = register(portal.world.project_a, portal.world.alice, b"a model", "clf")
+    client.models.set_alias("project-a/clf", "production", version.version)
+    assert [(a.alias, a.version) for a in client.models.aliases("project-a/clf")] == [("production", 1)]
+    service = client.services.create("project-a", "svc", "clf", follow_alias="production")
+    assert client.services.update(service.id, min_replicas=2, max_replicas=3).raw["max_replicas"] == 3
+    with pytest.raises(BadRequest):
+        client.services.update(service.id, min_replicas=0)
+
+    run = tracking_run(portal.world.project_a, portal.world.alice, name="trial")
+    assert client.experiments.run(run.run_uuid).name == "trial"
+    with pytest.raises(NotFound):
+        portal.client(portal.world.charlie).experiments.run(run.run_uuid)
+
+    notebook = client.notebooks.create("project-a", "scratch")
+    assert client.notebooks.restart(notebook.id).status in ("starting", "running")
+    client.notebooks.stop(notebook.id)
+    with pytest.raises(NotFound):
+        client.labeling.get("project-a/none")
+
+
+def test_a_pull_that_stopped_mid_file_continues_from_where_it_stopped(portal, folder, tmp_path):
+    client = portal.client()
+    client.datasets.upload(folder, "iris", "project-a")
+    blob = (folder / "images" / "deep" / "blob.bin").read_bytes()
+    target = tmp_path / "pulled"
+    part = target / "images" / "deep" / "blob.bin.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(blob[:100_000])  # what a pull interrupted after 100 kB left
+
+    seen: list[tuple[str, int]] = []
+    client.datasets.download("project-a/iris@1", target, progress=lambda path, done, size: seen.append((path, done)))
+    first = next(done for path, done in seen if path == "images/deep/blob.bin")
+    assert 100_000 < first <= 100_000 + len(blob)  # counted on from the kept bytes, which were not fetched again
+    assert tree(target) == tree(folder)
+    assert not part.exists()
+
+    (target / "train.csv").unlink()
+    (target / "train.csv.part").write_bytes(b"a,X")  # kept bytes that are wrong: caught by the checksum
+    with pytest.raises(UploadError, match="do not match"):
+        client.datasets.download("project-a/iris@1", target)
+    client.datasets.download("project-a/iris@1", target)  # the bad part was dropped: this pull starts it again
+    assert tree(target) == tree(folder)

@@ -13,6 +13,7 @@ from portal_client import BadRequest, NotFound
 from apps.hpo.models import Study
 from apps.jobs.models import PipelineRun
 from apps.models.models import ModelVersion
+from tests.client.expect import fails
 from tests.client.test_cli import logged_in  # noqa: F401 - fixture
 from tests.hpo.conftest import drive_study, train_code
 from tests.hpo.factories import study_document
@@ -97,3 +98,15 @@ def test_command_line_errors_exit_with_their_codes(logged_in, cli, tmp_path):  #
     assert cli("studies", "create", "-f", str(source)).exit_code == 2  # no project: a usage error
     assert cli("studies", "get", "project-a/none").exit_code == 6
     assert cli("studies", "stop", "999999").exit_code == 6
+    fails(cli("studies", "trials", "project-a/none"), 6, "No study “none” in project “project-a”")
+    fails(cli("studies", "register-best", "project-a/none", "--name", "iris"), 6)
+    fails(cli("studies", "register-best", "project-a/none"), 2, "--name")
+    fails(cli("studies", "list", env={"PORTAL_TOKEN": "not-a-token"}), 4, "Error (401): ")
+
+    sleepy = definition(trial_template={"job_template": "py", "args": {"code": "import time; time.sleep(60)"}})
+    source.write_text(yaml.safe_dump(sleepy))
+    assert cli("studies", "create", "-f", str(source), "-p", "project-a").exit_code == 0
+    stopped = cli("studies", "stop", "project-a/iris-c", "-o", "json")
+    assert stopped.exit_code == 0, stopped.output
+    assert json.loads(stopped.stdout)["status"] == "stopped"
+    fails(cli("studies", "register-best", "project-a/iris-c", "--name", "iris"), 2, "No trial has completed yet.")

@@ -39,6 +39,19 @@ def test_a_supported_framework_or_none_is_kept(world, framework):
     assert JobTemplate.objects.get(slug="train").framework == framework
 
 
+def test_posting_a_slug_again_makes_its_next_version(world):
+    client = user_client(world.alice)
+    first = client.post(LIST_URL, body(), format="json")
+    second = client.post(LIST_URL, body(command=["python", "train.py", "--fast"]), format="json")
+
+    assert (first.status_code, second.status_code) == (201, 201), second.content
+    assert (first.json()["ref"], second.json()["ref"]) == ("train@1", "train@2")
+    assert list(JobTemplate.objects.filter(slug="train").values_list("version", flat=True).order_by("version")) == [
+        1,
+        2,
+    ]
+
+
 def test_the_schema_lists_the_frameworks(world):
     schema = user_client(world.alice).get("/api/v1/schema/", {"format": "json"}).json()
     framework = schema["components"]["schemas"]["JobTemplateRequest"]["properties"]["framework"]

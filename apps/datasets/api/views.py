@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Max, QuerySet
-from django.http import StreamingHttpResponse, UnreadablePostError
+from django.http import HttpResponse, StreamingHttpResponse, UnreadablePostError
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -153,10 +153,18 @@ class DatasetVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Pr
                 raise ValidationError({"other": [_("This version has no parent; name a version to compare with.")]})
         return Response(services.diff_versions(other, version))
 
-    @extend_schema(parameters=[PATH], responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    @extend_schema(
+        parameters=[PATH],
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            (206, "application/octet-stream"): OpenApiTypes.BINARY,
+            416: OpenApiResponse(description="Range starts past the end of the file"),
+        },
+    )
     @action(detail=True, methods=["get"])
-    def download(self, request: Request, pk: str | None = None) -> StreamingHttpResponse:
-        """One file (`?path=`) or, without a path, the whole version as a streamed zip."""
+    def download(self, request: Request, pk: str | None = None) -> HttpResponse:
+        """One file (`?path=`) or, without a path, the whole version as a streamed zip. A file honours
+        `Range: bytes=N-` (206 with the bytes from N on), so a download that stopped continues."""
         version = self.get_object()
         path = request.query_params.get("path")
         if path:

@@ -42,6 +42,9 @@ class JobTemplateSerializer(StrictModelSerializer):
         ]  # fmt: skip
         read_only_fields = ["version", "created_at"]
         extra_kwargs = {"timeout": {"min_value": 1, "max_value": MAX_TIMEOUT}}
+        # (project, slug, version) is unique, but the version is the service's to choose: posting a slug that exists
+        # makes its next version (services.create_template), which the default unique-together check refused.
+        validators: list[Any] = []
 
     def validate_command(self, value: Any) -> list[str]:
         # A string would be run character by character ("python" as "p", "y", ...): the entrypoint is a list.
