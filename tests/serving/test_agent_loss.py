@@ -5,6 +5,7 @@ that cannot load still fails its rollout with its own reason, and is not retried
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from datetime import timedelta
@@ -63,10 +64,15 @@ def kill_agent_with_its_replicas(agent: AgentProcess, revision: Revision) -> Non
     pids = []
     for replica in revision.replicas.all():
         pids += [int(pid) for pid in (LocalWorkload.objects.get(uid=replica.handle).pids or {}).values()]
+    tree = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            tree += [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
     agent.proc.send_signal(signal.SIGKILL)
     agent.proc.wait(timeout=10)
-    for pid in pids:
-        for process in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+    for process in tree:
+        # A wrapper (the sandbox's network helper) may exit on its own once the agent is gone: nothing left to kill.
+        with contextlib.suppress(psutil.NoSuchProcess):
             process.send_signal(signal.SIGKILL)
 
 
