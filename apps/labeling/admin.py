@@ -8,7 +8,14 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.labeling.models import LabelingExport, LabelingProject, LabelingTask, LabelStudioServer, MLBackend
+from apps.labeling.models import (
+    Annotation,
+    LabelingExport,
+    LabelingProject,
+    LabelingTask,
+    LabelStudioServer,
+    MLBackend,
+)
 from apps.projects.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline, TenantAdminMixin
 
 
@@ -25,6 +32,16 @@ class LabelingProjectAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmi
     search_fields = ["name", "project__slug"]
     list_select_related = ["project"]
     inlines = [LabelingTaskInline]
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(TenantAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Who annotated which task through the portal (the result itself lives in Label Studio)."""
+
+    list_display = ["task", "username", "was_cancelled", "ls_annotation_id", "updated_at"]
+    list_filter = ["was_cancelled"]
+    search_fields = ["username", "task__labeling_project__name"]
+    list_select_related = ["task__labeling_project"]
 
 
 @admin.register(LabelingExport)
