@@ -10,7 +10,6 @@ runs' state and repairs, so running it again, or after any process restarted, is
 from __future__ import annotations
 
 import logging
-import math
 from datetime import timedelta
 from typing import Any
 
@@ -20,8 +19,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from apps.hpo import collect, storage
 from apps.hpo import space as search_space
-from apps.hpo import storage
 from apps.hpo.models import Algorithm, EarlyStopping, Study, Trial
 from apps.jobs.models import RunStatus
 from apps.jobs.services import cancel_run, start_spec_run
@@ -69,6 +68,11 @@ def _pass(study: Study) -> bool:
     if finished_any:
         _update_importance(study, ostudy)
     counts = {s: study.trials.filter(status=s).count() for s in Trial.Status.values}
+    reached = _goal_reached(study)
+    if reached is not None:
+        reason = _("The goal (%(goal)s) was reached by trial #%(number)s.") % {"goal": study.goal, "number": reached}
+        _finish(study, ostudy, Study.Status.COMPLETED, reason)
+        return True
     if study.deadline is not None and timezone.now() >= study.deadline:
         _finish(study, ostudy, Study.Status.STOPPED, _("The deadline was reached."))
         return True
@@ -96,6 +100,19 @@ def _pass(study: Study) -> bool:
         study.save(update_fields=["status", "finished_at", "reason"])
         changed = True
     return changed
+
+
+def _goal_reached(study: Study) -> int | None:
+    """The number of the first complete trial that reached the study's goal (Katib's objective goal), if any."""
+    goal = study.goal
+    if goal is None:
+        return None
+    done = study.trials.filter(status=Trial.Status.COMPLETE).order_by("number").values_list("number", "values")
+    maximize = study.objectives[0]["direction"] == "maximize"
+    for number, values in done:
+        if values and (values[0] >= goal if maximize else values[0] <= goal):
+            return number
+    return None
 
 
 def _fail_orphans(study: Study, ostudy: Any) -> bool:
@@ -139,37 +156,6 @@ def _start_trial(study: Study, ostudy: Any) -> Trial:
         raise
 
 
-def _points(trial: Trial, metric: str) -> list[tuple[int, float]]:
-    """The trial's new (step, value) points of `metric` from its tracking run(s): the last value of each step."""
-    from apps.models.models import Metric
-
-    qs = Metric.objects.filter(run__source_pipeline_run_id=trial.run_id, key=metric, is_nan=False)
-    if trial.last_step is not None:
-        qs = qs.filter(step__gt=trial.last_step)
-    by_step: dict[int, float] = {}
-    for step, value in qs.order_by("step", "timestamp", "pk").values_list("step", "value"):
-        by_step[step] = value
-    return sorted(by_step.items())
-
-
-def _final_values(study: Study, trial: Trial) -> tuple[list[float] | None, str]:
-    from apps.models.models import LatestMetric
-
-    values = []
-    for metric in study.metric_names:
-        latest = (
-            LatestMetric.objects.filter(run__source_pipeline_run_id=trial.run_id, key=metric)
-            .order_by("-run__start_time", "-run_id")
-            .first()
-        )
-        if latest is None:
-            return None, _("The run logged no metric “%(metric)s”.") % {"metric": metric}
-        if latest.is_nan or not math.isfinite(latest.value):
-            return None, _("The metric “%(metric)s” is not a finite number.") % {"metric": metric}
-        values.append(latest.value)
-    return values, ""
-
-
 def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
     """Report the trial's new intermediate values, prune it if the pruner says so, tell its end. True if it changed."""
     import optuna
@@ -179,7 +165,7 @@ def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
     if run is None:
         return _end(ostudy, trial, Trial.Status.FAILED, _("Its pipeline run was deleted."))
     changed = _tag_tracking_run(study, trial)
-    points = _points(trial, study.metric_names[0])
+    points = collect.points(study, trial)
     if points:
         otrial = optuna.trial.Trial(ostudy, trial.optuna_trial_id)
         for step, value in points:
@@ -203,7 +189,7 @@ def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
     if not run.is_finished:
         return changed
     if run.status == RunStatus.SUCCEEDED:
-        values, problem = _final_values(study, trial)
+        values, problem = collect.final_values(study, trial)
         if values is None:
             return _end(ostudy, trial, Trial.Status.FAILED, problem)
         return _end(ostudy, trial, Trial.Status.COMPLETE, "", values=values)

@@ -93,7 +93,8 @@ FORM_FIELD_OF = {
 class StudyYamlForm(StyledFormMixin, forms.Form):
     document = forms.CharField(
         label=_("Study (YAML)"), widget=forms.Textarea(attrs={"rows": 18, "class": "font-monospace"}),
-        help_text=_("name, objectives, space, algorithm, early_stopping, budget, seed, trial_template (docs/hpo.md)."),
+        help_text=_("name, objectives, space, algorithm, early_stopping, budget, seed, trial_template (docs/hpo.md); "
+                    "or a Katib Experiment (apiVersion kubeflow.org/v1beta1, kind Experiment)."),
     )  # fmt: skip
 
     def clean_document(self) -> Any:
