@@ -106,3 +106,15 @@ class StudyYamlForm(StyledFormMixin, forms.Form):
 
 class RegisterBestForm(StyledFormMixin, forms.Form):
     name = forms.CharField(label=_("Registered model"), max_length=250)
+
+
+class RerunBestForm(StyledFormMixin, forms.Form):
+    args = forms.CharField(
+        label=_("Arguments to replace (YAML)"), required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "class": "font-monospace"}),
+        help_text=_("By node, e.g. {load: {dataset: iris-full@latest}}; the best trial's parameters stay."),
+    )  # fmt: skip
+
+    def clean_args(self) -> Any:
+        value = parse_yaml(self.cleaned_data["args"], "args")
+        return value if value is not None else {}

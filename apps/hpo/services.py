@@ -331,6 +331,16 @@ def kick(study: Study) -> None:
     enqueue(advance_study, study.pk)
 
 
+def kick_for_run(run: Any) -> None:
+    """A pipeline run ended (apps.jobs.orchestrator.on_run_finished): if it was a trial's, queue its study's pass."""
+    if run.trigger != "study":
+        return
+    for study_id in Trial.objects.filter(run_id=run.pk, status=Trial.Status.RUNNING).values_list("study_id", flat=True):
+        from apps.hpo.tasks import advance_study
+
+        enqueue(advance_study, study_id)
+
+
 def stop_study(study: Study, reason: str = "") -> Study:
     """Stop asking for trials and cancel the running ones (their runs are cancelled, the trials told failed)."""
     from apps.hpo.driver import finish
@@ -381,6 +391,40 @@ def register_best_model(study: Study, user: Any, name: str, artifact_path: str =
             )
     except TrackingError as exc:
         raise ValidationError({"name": [str(exc)]}) from None
+
+
+def rerun_best(study: Study, user: Any, args: Any = None) -> Any:
+    """Run the best trial's pipeline again with its parameters and some arguments replaced (`{node: {arg: value}}`:
+    a bigger dataset version, more epochs, a larger split): an ordinary run of the project, not a trial."""
+    from apps.jobs.services import start_spec_run
+
+    if user is not None and not has_project_perm(user, study.project, CONTRIBUTE):
+        raise PermissionDenied(_("Your role in this project does not allow starting runs."))
+    best = study.best_trials()
+    if not best:
+        raise ValidationError({"study": [_("No trial has completed yet.")]})
+    args = args or {}
+    template = copy.deepcopy(study.template)  # replaced arguments may use ${trial.<param>} too
+    nodes = {n["name"]: n for n in template.get("nodes", [])}
+    errors = FieldErrors()
+    if not isinstance(args, dict):
+        errors.add("args", _("Must be a mapping of node to {argument: value}."))
+    else:
+        for node, node_args in args.items():
+            if node not in nodes:
+                errors.add(f"args.{node}", _("Not a node of the trial template (it has: %(names)s).")
+                           % {"names": ", ".join(nodes)})  # fmt: skip
+            elif not isinstance(node_args, dict):
+                errors.add(f"args.{node}", _("Must be a mapping of argument to value."))
+            else:
+                nodes[node]["args"] = {**nodes[node].get("args", {}), **node_args}
+    errors.raise_if_any()
+    from apps.hpo.driver import uncached
+
+    spec = uncached(template, search_space.fill(template, best[0].params, best[0].number))
+    spec["env"] = {"MLFLOW_EXPERIMENT_NAME": study.name, **(spec.get("env") or {}), "HPO_STUDY": study.name,
+                   "HPO_TRIAL": str(best[0].number)}  # fmt: skip
+    return start_spec_run(study.project, user, spec, name=f"{study.name}-best-{best[0].number}")
 
 
 def delete_project_studies(project: Project) -> None:

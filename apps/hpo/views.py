@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from apps.hpo import katib, services
 from apps.hpo.filters import StudyFilterSet, TrialFilterSet
-from apps.hpo.forms import FORM_FIELD_OF, RegisterBestForm, StudyForm, StudyYamlForm
+from apps.hpo.forms import FORM_FIELD_OF, RegisterBestForm, RerunBestForm, StudyForm, StudyYamlForm
 from apps.hpo.models import Study, Trial
 from apps.projects.access import project_view
 from apps.projects.models import Project
@@ -143,6 +143,7 @@ def study_detail(request: HttpRequest, project: Project, study: Study) -> HttpRe
         "chart_data": chart_data(study, all_trials),
         "can_contribute": has_project_perm(request.user, project, CONTRIBUTE),
         "register_form": RegisterBestForm(),
+        "rerun_form": RerunBestForm(),
     }
     return render(request, "hpo/study_detail.html", context)
 
@@ -181,3 +182,19 @@ def study_register_best(request: HttpRequest, project: Project, study: Study) ->
     else:
         messages.error(request, _("Give the registered model's name."))
     return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+
+
+@project_view(CONTRIBUTE, model=Study, methods=("POST",))
+def study_rerun_best(request: HttpRequest, project: Project, study: Study) -> HttpResponse:
+    """Re-run the best trial with more data: its pipeline again, its parameters, some arguments replaced."""
+    form = RerunBestForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("args", [])))
+        return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+    try:
+        run = services.rerun_best(study, request.user, form.cleaned_data["args"])
+    except ValidationError as exc:
+        messages.error(request, " ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+        return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+    messages.success(request, _("Started %(run)s with the best trial's parameters.") % {"run": run})
+    return redirect("jobs:run-detail", project=project.slug, pk=run.pk)

@@ -83,3 +83,9 @@ class KatibImportSerializer(StrictSerializer):
     name = serializers.CharField(
         max_length=80, required=False, allow_blank=True, help_text=_("The study's name (default: the Experiment's).")
     )
+
+
+class RerunBestSerializer(StrictSerializer):
+    args = serializers.JSONField(
+        required=False, default=dict, help_text=_("Arguments to replace, by node: {node: {argument: value}}.")
+    )

@@ -12,6 +12,7 @@ from apps.hpo import services
 from apps.hpo.api.serializers import (
     KatibImportSerializer,
     RegisterBestSerializer,
+    RerunBestSerializer,
     StudySerializer,
     TrialSerializer,
 )
@@ -105,3 +106,13 @@ class StudyViewSet(
 
         experiment, notes = services.export_katib(self.get_object())
         return Response({"experiment": experiment, "notes": notes, "yaml": katib.dump(experiment, notes)})
+
+    @extend_schema(request=RerunBestSerializer, responses={201: dict[str, Any]})
+    @action(detail=True, methods=["post"], url_path="rerun-best")
+    def rerun_best(self, request: Request, pk: str | None = None) -> Response:
+        """Run the best trial's pipeline again with its parameters and `args` replaced (e.g. a bigger dataset)."""
+        study = self.get_object()
+        body = RerunBestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.rerun_best(study, request.user, body.validated_data["args"])
+        return Response({"run": run.pk, "name": run.pipeline_name}, status=status.HTTP_201_CREATED)
