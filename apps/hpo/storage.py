@@ -78,12 +78,14 @@ def make_sampler(study: Any, trials_so_far: int) -> Any:
     number of trials asked (the same seed each pass would sample the same point again), except Sobol's, whose
     scrambling must stay the same for the whole sequence (Optuna keeps its position in the storage), and the grid's,
     whose seed shuffles the grid that the trials' stored grid ids index."""
+    import numpy as np
     import optuna
 
     from apps.hpo.models import Algorithm
     from apps.hpo.space import grid
 
-    seed = study.seed + trials_so_far
+    # Mixed, not added: with seed + n, a study seeded 1 would sample what one seeded 0 samples from its second trial on.
+    seed = int(np.random.SeedSequence([study.seed, trials_so_far]).generate_state(1)[0])
     algorithm = study.algorithm
     if algorithm == Algorithm.RANDOM:
         return optuna.samplers.RandomSampler(seed=seed)
