@@ -11,7 +11,9 @@ class HpoConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: models and what uses them load only once the app registry is ready.
-        from apps.hpo.services import delete_project_studies
+        from apps.hpo.services import delete_project_studies, kick_for_run
+        from apps.jobs.orchestrator import on_run_finished
         from apps.projects.services import on_project_delete
 
         on_project_delete(delete_project_studies)
+        on_run_finished(kick_for_run)  # a trial's run ended: its study's slot is free now, not at the next beat

@@ -10,18 +10,17 @@ runs' state and repairs, so running it again, or after any process restarted, is
 from __future__ import annotations
 
 import logging
-import math
 from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from apps.hpo import collect, storage
 from apps.hpo import space as search_space
-from apps.hpo import storage
 from apps.hpo.models import Algorithm, EarlyStopping, Study, Trial
 from apps.jobs.models import RunStatus
 from apps.jobs.services import cancel_run, start_spec_run
@@ -34,19 +33,19 @@ LEASE = timedelta(minutes=5)
 def advance_study(study_id: int) -> Study | None:
     """One pass over the study, or None when another pass holds it or it is finished."""
     now = timezone.now()
-    claimed = (
-        Study.objects.filter(pk=study_id, status=Study.Status.RUNNING)
-        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-        .update(lease_until=now + LEASE)
-    )
-    if not claimed:
-        return None
+    running = Study.objects.filter(pk=study_id, status=Study.Status.RUNNING)
+    recovered = False
+    if not running.filter(lease_until__isnull=True).update(lease_until=now + LEASE):
+        # Held: by a live pass (leave it), or by one that died (its lease ran out): take over and repair.
+        if not running.filter(lease_until__lt=now).update(lease_until=now + LEASE):
+            return None
+        recovered = True
     try:
         study = Study.objects.select_related("project", "created_by").get(pk=study_id)
-        changed = _pass(study)
+        changed = _pass(study, recovered)
     finally:
         Study.objects.filter(pk=study_id).update(lease_until=None)
-    study.refresh_from_db()
+    study.lease_until = None  # the pass wrote every other change on this object itself
     if changed:
         _publish(study)
     return study
@@ -58,17 +57,29 @@ def _publish(study: Study) -> None:
     transaction.on_commit(lambda: publish_event(project_id, "study", pk, status=status))
 
 
-def _pass(study: Study) -> bool:
-    ostudy = storage.load(study, study.trials.count())
-    changed = _fail_orphans(study, ostudy)
-    finished_any = False
-    for trial in study.trials.filter(status=Trial.Status.RUNNING).select_related("run"):
-        moved = _follow(study, ostudy, trial)
-        changed |= moved
-        finished_any |= moved and trial.is_finished
-    if finished_any:
-        _update_importance(study, ostudy)
-    counts = {s: study.trials.filter(status=s).count() for s in Trial.Status.values}
+def _pass(study: Study, recovered: bool = False) -> bool:
+    """One pass; `recovered`: the previous pass died holding the study (only then can Optuna hold trials that have
+    no portal row: every other way out of `_start_trial` tells its trial FAIL)."""
+    counts = dict.fromkeys(Trial.Status.values, 0)
+    counts.update(study.trials.values_list("status").annotate(n=Count("pk")).order_by())
+    ostudy = storage.load(study, sum(counts.values()))
+    changed = _fail_orphans(study, ostudy) if recovered else False
+    finished = 0
+    if counts[Trial.Status.RUNNING]:
+        for trial in study.trials.filter(status=Trial.Status.RUNNING).select_related("run"):
+            moved = _follow(study, ostudy, trial)
+            changed |= moved
+            if moved and trial.is_finished:
+                counts[Trial.Status.RUNNING] -= 1
+                counts[trial.status] += 1
+                finished += 1
+    if finished:
+        _update_importance(study, ostudy, counts[Trial.Status.COMPLETE], finished)
+    reached = _goal_reached(study)
+    if reached is not None:
+        reason = _("The goal (%(goal)s) was reached by trial #%(number)s.") % {"goal": study.goal, "number": reached}
+        _finish(study, ostudy, Study.Status.COMPLETED, reason)
+        return True
     if study.deadline is not None and timezone.now() >= study.deadline:
         _finish(study, ostudy, Study.Status.STOPPED, _("The deadline was reached."))
         return True
@@ -91,11 +102,25 @@ def _pass(study: Study) -> bool:
             return True
         active, total, changed = active + 1, total + 1, True
     if total >= limit and active == 0:
+        _update_importance(study, ostudy, counts[Trial.Status.COMPLETE], final=True)
         study.status, study.finished_at = Study.Status.COMPLETED, timezone.now()
         study.reason = _("All %(n)s trials ran.") % {"n": total}
         study.save(update_fields=["status", "finished_at", "reason"])
         changed = True
     return changed
+
+
+def _goal_reached(study: Study) -> int | None:
+    """The number of the first complete trial that reached the study's goal (Katib's objective goal), if any."""
+    goal = study.goal
+    if goal is None:
+        return None
+    done = study.trials.filter(status=Trial.Status.COMPLETE).order_by("number").values_list("number", "values")
+    maximize = study.objectives[0]["direction"] == "maximize"
+    for number, values in done:
+        if values and (values[0] >= goal if maximize else values[0] <= goal):
+            return number
+    return None
 
 
 def _fail_orphans(study: Study, ostudy: Any) -> bool:
@@ -115,16 +140,16 @@ def _start_trial(study: Study, ostudy: Any) -> Trial:
     from optuna.trial import TrialState
 
     otrial = ostudy.ask()
-    params = search_space.sample(otrial, study.space)
-    spec = search_space.fill(study.template, params, otrial.number)
-    spec["env"] = {
-        "MLFLOW_EXPERIMENT_NAME": study.name,
-        **(spec.get("env") or {}),
-        "HPO_STUDY": study.name,
-        "HPO_TRIAL": str(otrial.number),
-    }
-    fields = {"study": study, "number": otrial.number, "optuna_trial_id": otrial._trial_id, "params": params}
     try:
+        params = search_space.sample(otrial, study.space)
+        spec = uncached(study.template, search_space.fill(study.template, params, otrial.number))
+        spec["env"] = {
+            "MLFLOW_EXPERIMENT_NAME": study.name,
+            **(spec.get("env") or {}),
+            "HPO_STUDY": study.name,
+            "HPO_TRIAL": str(otrial.number),
+        }
+        fields = {"study": study, "number": otrial.number, "optuna_trial_id": otrial._trial_id, "params": params}
         with transaction.atomic():
             run = start_spec_run(
                 study.project, study.created_by, spec, name=f"{study.name}-trial-{otrial.number}", trigger="study"
@@ -134,40 +159,20 @@ def _start_trial(study: Study, ostudy: Any) -> Trial:
         ostudy.tell(otrial.number, state=TrialState.FAIL, skip_if_finished=True)
         reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
         return Trial.objects.create(status=Trial.Status.FAILED, reason=reason, finished_at=timezone.now(), **fields)
-    except PermissionDenied:
+    except BaseException:  # PermissionDenied, a database error, …: no row, so the Optuna trial must not stay RUNNING
         ostudy.tell(otrial.number, state=TrialState.FAIL, skip_if_finished=True)
         raise
 
 
-def _points(trial: Trial, metric: str) -> list[tuple[int, float]]:
-    """The trial's new (step, value) points of `metric` from its tracking run(s): the last value of each step."""
-    from apps.models.models import Metric
-
-    qs = Metric.objects.filter(run__source_pipeline_run_id=trial.run_id, key=metric, is_nan=False)
-    if trial.last_step is not None:
-        qs = qs.filter(step__gt=trial.last_step)
-    by_step: dict[int, float] = {}
-    for step, value in qs.order_by("step", "timestamp", "pk").values_list("step", "value"):
-        by_step[step] = value
-    return sorted(by_step.items())
-
-
-def _final_values(study: Study, trial: Trial) -> tuple[list[float] | None, str]:
-    from apps.models.models import LatestMetric
-
-    values = []
-    for metric in study.metric_names:
-        latest = (
-            LatestMetric.objects.filter(run__source_pipeline_run_id=trial.run_id, key=metric)
-            .order_by("-run__start_time", "-run_id")
-            .first()
-        )
-        if latest is None:
-            return None, _("The run logged no metric “%(metric)s”.") % {"metric": metric}
-        if latest.is_nan or not math.isfinite(latest.value):
-            return None, _("The metric “%(metric)s” is not a finite number.") % {"metric": metric}
-        values.append(latest.value)
-    return values, ""
+def uncached(template: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The nodes that use the trial's values run every time: two trials that sample the same point (a random
+    sampler and TPE's random start with one seed do) must each log their own metrics, which a cache hit would not.
+    Nodes that do not depend on the values (loading and splitting the data) keep their cache."""
+    varying = {n.get("name") for n in template.get("nodes", []) if search_space.references(n)}
+    for node in spec.get("nodes", []):
+        if node.get("name") in varying:
+            node["cache"] = False
+    return spec
 
 
 def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
@@ -178,22 +183,22 @@ def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
     run = trial.run
     if run is None:
         return _end(ostudy, trial, Trial.Status.FAILED, _("Its pipeline run was deleted."))
-    changed = _tag_tracking_run(study, trial)
-    points = _points(trial, study.metric_names[0])
+    changed = False
+    points = collect.points(study, trial)
     if points:
-        otrial = optuna.trial.Trial(ostudy, trial.optuna_trial_id)
+        if trial.last_step is None or run.is_finished:  # its tracking run exists now (or never will)
+            _tag_tracking_run(study, trial)
+        # Optuna needs the intermediate values only to prune (the portal's row keeps the curve for the page).
+        pruning = study.early_stopping != EarlyStopping.NONE
+        otrial = optuna.trial.Trial(ostudy, trial.optuna_trial_id) if pruning else None
         for step, value in points:
-            otrial.report(value, step)
+            if otrial is not None:
+                otrial.report(value, step)
             trial.intermediate[str(step)] = value
         trial.last_step = points[-1][0]
         trial.save(update_fields=["intermediate", "last_step"])
         changed = True
-        if (
-            study.early_stopping != EarlyStopping.NONE
-            and not run.is_finished
-            and run.status != RunStatus.CANCELLING
-            and otrial.should_prune()
-        ):
+        if otrial is not None and not run.is_finished and run.status != RunStatus.CANCELLING and otrial.should_prune():
             cancel_run(run)
             step, value = points[-1]
             reason = _("Pruned at step %(step)s: %(metric)s = %(value).4g.") % {
@@ -202,8 +207,10 @@ def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
             return _end(ostudy, trial, Trial.Status.PRUNED, reason, state=TrialState.PRUNED)
     if not run.is_finished:
         return changed
+    if not points:
+        _tag_tracking_run(study, trial)
     if run.status == RunStatus.SUCCEEDED:
-        values, problem = _final_values(study, trial)
+        values, problem = collect.final_values(study, trial)
         if values is None:
             return _end(ostudy, trial, Trial.Status.FAILED, problem)
         return _end(ostudy, trial, Trial.Status.COMPLETE, "", values=values)
@@ -240,12 +247,15 @@ def _tag_tracking_run(study: Study, trial: Trial) -> bool:
     return False
 
 
-def _update_importance(study: Study, ostudy: Any) -> None:
+def _update_importance(study: Study, ostudy: Any, complete: int, finished: int = 0, final: bool = False) -> None:
     """The importance of each parameter for the first objective (Optuna's default evaluator, PED-ANOVA in 5.0),
-    once two trials have completed."""
+    once two trials have completed. It reads every trial, so it is not redone for every one that ends: after each
+    of the first ten complete trials, then each fifth, and when the study ends (`final`)."""
     import optuna
 
-    if study.trials.filter(status=Trial.Status.COMPLETE).count() < 2 or len(study.space) < 1:
+    if complete < 2 or len(study.space) < 1:
+        return
+    if not (final or complete <= 10 or complete // 5 != (complete - finished) // 5):
         return
     try:
         importance = optuna.importance.get_param_importances(

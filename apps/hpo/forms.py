@@ -93,7 +93,8 @@ FORM_FIELD_OF = {
 class StudyYamlForm(StyledFormMixin, forms.Form):
     document = forms.CharField(
         label=_("Study (YAML)"), widget=forms.Textarea(attrs={"rows": 18, "class": "font-monospace"}),
-        help_text=_("name, objectives, space, algorithm, early_stopping, budget, seed, trial_template (docs/hpo.md)."),
+        help_text=_("name, objectives, space, algorithm, early_stopping, budget, seed, trial_template (docs/hpo.md); "
+                    "or a Katib Experiment (apiVersion kubeflow.org/v1beta1, kind Experiment)."),
     )  # fmt: skip
 
     def clean_document(self) -> Any:
@@ -105,3 +106,15 @@ class StudyYamlForm(StyledFormMixin, forms.Form):
 
 class RegisterBestForm(StyledFormMixin, forms.Form):
     name = forms.CharField(label=_("Registered model"), max_length=250)
+
+
+class RerunBestForm(StyledFormMixin, forms.Form):
+    args = forms.CharField(
+        label=_("Arguments to replace (YAML)"), required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "class": "font-monospace"}),
+        help_text=_("By node, e.g. {load: {dataset: iris-full@latest}}; the best trial's parameters stay."),
+    )  # fmt: skip
+
+    def clean_args(self) -> Any:
+        value = parse_yaml(self.cleaned_data["args"], "args")
+        return value if value is not None else {}

@@ -45,7 +45,9 @@ class Study(models.Model):
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="studies")
     name = models.CharField(_("name"), max_length=80, validators=[slug_validator])
     description = models.TextField(_("description"), blank=True)
-    # [{"metric": "val_accuracy", "direction": "maximize"}, ...]: several make a multi-objective study.
+    # [{"metric": "val_accuracy", "direction": "maximize"}, ...]: several make a multi-objective study. Optional per
+    # objective: "strategy" (latest | min | max: which of the trial's values is its result, default latest) and, on a
+    # single objective, "goal" (the study completes once a trial reaches it, as Katib's objective goal).
     objectives = models.JSONField(_("objectives"), default=list)
     # {"C": {"type": "float", "low": 0.01, "high": 100, "log": true}, ...} (apps/hpo/space.py).
     space = models.JSONField(_("search space"), default=dict)
@@ -64,6 +66,9 @@ class Study(models.Model):
     pipeline = models.ForeignKey(
         "jobs.Pipeline", on_delete=models.SET_NULL, null=True, blank=True, related_name="studies"
     )
+    # Where the trials' metrics come from: {"kind": "tracking"} (the portal's MLflow API, the default) or
+    # {"kind": "stdout", "formats": [regex, ...]} (`name=value` lines the task prints, Katib's StdOut collector).
+    collector = models.JSONField(_("metrics collector"), default=dict, blank=True)
     optuna_name = models.CharField(max_length=100, unique=True)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.RUNNING)
     reason = models.TextField(_("reason"), blank=True)
@@ -98,6 +103,14 @@ class Study(models.Model):
     @property
     def metric_names(self) -> list[str]:
         return [o["metric"] for o in self.objectives]
+
+    @property
+    def collector_kind(self) -> str:
+        return (self.collector or {}).get("kind") or "tracking"
+
+    @property
+    def goal(self) -> float | None:
+        return self.objectives[0].get("goal") if len(self.objectives) == 1 else None
 
     def best_trials(self) -> list[Trial]:
         """The best complete trial (single objective), or the Pareto front (several)."""

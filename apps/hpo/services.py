@@ -4,6 +4,8 @@ trial's model. The driver that runs trials is apps/hpo/driver.py."""
 from __future__ import annotations
 
 import copy
+import math
+import re
 import secrets
 from datetime import datetime
 from typing import Any
@@ -30,8 +32,12 @@ MAX_TRIALS = 10_000
 MAX_PARALLEL = 100
 DOCUMENT_KEYS = {
     "name", "description", "objectives", "objective", "space", "algorithm", "early_stopping", "budget", "seed",
-    "trial_template",
+    "trial_template", "metrics_collector",
 }  # fmt: skip
+STRATEGIES = ("latest", "min", "max")
+COLLECTORS = ("tracking", "stdout")
+# Katib's StdOut collector's default filter: `name=value` anywhere in a line (metrics_collector.go, DefaultFilter).
+DEFAULT_STDOUT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 BUDGET_KEYS = {"max_trials", "parallel_trials", "max_failed_trials", "deadline"}
 
 
@@ -61,10 +67,57 @@ def _objectives(document: dict[str, Any], errors: FieldErrors) -> list[dict[str,
         if direction not in DIRECTIONS:
             errors.add(f"objectives.{i}.direction", _("Must be minimize or maximize."))
             continue
-        clean.append({"metric": metric.strip(), "direction": direction})
+        for key in sorted(set(item) - {"metric", "direction", "strategy", "goal"}, key=str):
+            errors.add(f"objectives.{i}.{key}", _("Unknown setting (an objective takes metric, direction, strategy, "
+                                                  "goal)."))  # fmt: skip
+        objective: dict[str, Any] = {"metric": metric.strip(), "direction": direction}
+        strategy = item.get("strategy", "latest")
+        if strategy not in STRATEGIES:
+            errors.add(f"objectives.{i}.strategy", _("Must be one of: %(names)s.") % {"names": ", ".join(STRATEGIES)})
+        elif strategy != "latest":
+            objective["strategy"] = strategy
+        goal = item.get("goal")
+        if goal is not None:
+            if isinstance(goal, bool) or not isinstance(goal, int | float) or not math.isfinite(goal):
+                errors.add(f"objectives.{i}.goal", _("Must be a number."))
+            elif len(raw) > 1:
+                errors.add(f"objectives.{i}.goal", _("A goal needs a single objective."))
+            else:
+                objective["goal"] = float(goal)
+        clean.append(objective)
     if len({o["metric"] for o in clean}) != len(clean):
         errors.add("objectives", _("Each metric may appear once."))
     return clean
+
+
+def _collector(value: Any, errors: FieldErrors) -> dict[str, Any]:
+    """Where the trials' metrics are read: the tracking API (default) or `name=value` lines on stdout."""
+    if value in (None, "", "tracking", {"kind": "tracking"}):
+        return {}
+    if isinstance(value, str):
+        value = {"kind": value}
+    if not isinstance(value, dict) or value.get("kind") not in COLLECTORS:
+        errors.add("metrics_collector.kind", _("Must be one of: %(names)s.") % {"names": ", ".join(COLLECTORS)})
+        return {}
+    for key in sorted(set(value) - {"kind", "formats"}, key=str):
+        errors.add(f"metrics_collector.{key}", _("Unknown setting."))
+    if value["kind"] == "tracking":
+        if "formats" in value:
+            errors.add("metrics_collector.formats", _("Only the stdout collector takes formats."))
+        return {}
+    formats = value.get("formats") or [DEFAULT_STDOUT_FORMAT]
+    if not isinstance(formats, list) or not all(isinstance(f, str) and f for f in formats):
+        errors.add("metrics_collector.formats", _("Must be a list of regular expressions."))
+        return {}
+    for i, pattern in enumerate(formats):
+        try:
+            groups = re.compile(pattern).groups
+        except re.error as exc:
+            errors.add(f"metrics_collector.formats.{i}", _("Not a regular expression: %(error)s") % {"error": exc})
+            continue
+        if groups < 2:
+            errors.add(f"metrics_collector.formats.{i}", _("Needs two groups: the metric's name, then its value."))
+    return {"kind": "stdout", "formats": formats}
 
 
 def _early_stopping(value: Any, objectives: list, errors: FieldErrors) -> tuple[str, dict[str, Any]]:
@@ -220,6 +273,7 @@ def validate_document(project: Project, document: Any) -> dict[str, Any]:
     description = document.get("description", "")
     if not isinstance(description, str):
         errors.add("description", _("Must be text."))
+    collector = _collector(document.get("metrics_collector"), errors)
     template, pipeline = _template(project, document.get("trial_template"), errors)
     if template and space:
         _check_template(project, template, space, errors)
@@ -227,7 +281,7 @@ def validate_document(project: Project, document: Any) -> dict[str, Any]:
     return {
         "name": name, "description": description, "objectives": objectives, "space": space,
         "algorithm": algorithm, "early_stopping": early_stopping, "early_stopping_settings": early_settings,
-        "seed": seed, "template": template, "pipeline": pipeline, **budget,
+        "seed": seed, "template": template, "pipeline": pipeline, "collector": collector, **budget,
     }  # fmt: skip
 
 
@@ -245,10 +299,46 @@ def create_study(project: Project, user: Any, document: dict[str, Any]) -> Study
     return study
 
 
+def import_katib(project: Project, user: Any, experiment: Any, name: str | None = None) -> tuple[Study, list[str]]:
+    """Make a study from a Katib Experiment (YAML text or a mapping): errors keyed by the Experiment's own paths
+    (`spec.parameters[0].feasibleSpace.max`), the notes say what was carried over only approximately."""
+    from apps.hpo import katib
+
+    if user is not None and not has_project_perm(user, project, CONTRIBUTE):
+        raise PermissionDenied(_("Your role in this project does not allow starting studies."))
+    document, where, notes = katib.to_document(katib.parse(experiment), name=name or None, namespace=project.slug)
+    try:
+        return create_study(project, user, document), notes
+    except ValidationError as exc:
+        errors = FieldErrors()
+        for key, messages in exc.message_dict.items():
+            for message in messages:
+                errors.add(katib.katib_path(key, where), message)
+        errors.raise_if_any()
+        raise
+
+
+def export_katib(study: Study) -> tuple[dict[str, Any], list[str]]:
+    """The study as a Katib Experiment (checked against its schema in k8s/crds/) and the notes on what differs."""
+    from apps.hpo import katib
+
+    return katib.to_experiment(study)
+
+
 def kick(study: Study) -> None:
     from apps.hpo.tasks import advance_study
 
     enqueue(advance_study, study.pk)
+
+
+def kick_for_run(run: Any) -> None:
+    """A pipeline run ended (apps.jobs.orchestrator.on_run_finished): if it was a trial's, queue its study's pass."""
+    if run.trigger != "study":
+        return
+    for study_id in Trial.objects.filter(run_id=run.pk, status=Trial.Status.RUNNING).values_list("study_id", flat=True):
+        from apps.hpo.tasks import advance_study
+
+        enqueue(advance_study, study_id)
 
 
 def stop_study(study: Study, reason: str = "") -> Study:
@@ -301,6 +391,40 @@ def register_best_model(study: Study, user: Any, name: str, artifact_path: str =
             )
     except TrackingError as exc:
         raise ValidationError({"name": [str(exc)]}) from None
+
+
+def rerun_best(study: Study, user: Any, args: Any = None) -> Any:
+    """Run the best trial's pipeline again with its parameters and some arguments replaced (`{node: {arg: value}}`:
+    a bigger dataset version, more epochs, a larger split): an ordinary run of the project, not a trial."""
+    from apps.jobs.services import start_spec_run
+
+    if user is not None and not has_project_perm(user, study.project, CONTRIBUTE):
+        raise PermissionDenied(_("Your role in this project does not allow starting runs."))
+    best = study.best_trials()
+    if not best:
+        raise ValidationError({"study": [_("No trial has completed yet.")]})
+    args = args or {}
+    template = copy.deepcopy(study.template)  # replaced arguments may use ${trial.<param>} too
+    nodes = {n["name"]: n for n in template.get("nodes", [])}
+    errors = FieldErrors()
+    if not isinstance(args, dict):
+        errors.add("args", _("Must be a mapping of node to {argument: value}."))
+    else:
+        for node, node_args in args.items():
+            if node not in nodes:
+                errors.add(f"args.{node}", _("Not a node of the trial template (it has: %(names)s).")
+                           % {"names": ", ".join(nodes)})  # fmt: skip
+            elif not isinstance(node_args, dict):
+                errors.add(f"args.{node}", _("Must be a mapping of argument to value."))
+            else:
+                nodes[node]["args"] = {**nodes[node].get("args", {}), **node_args}
+    errors.raise_if_any()
+    from apps.hpo.driver import uncached
+
+    spec = uncached(template, search_space.fill(template, best[0].params, best[0].number))
+    spec["env"] = {"MLFLOW_EXPERIMENT_NAME": study.name, **(spec.get("env") or {}), "HPO_STUDY": study.name,
+                   "HPO_TRIAL": str(best[0].number)}  # fmt: skip
+    return start_spec_run(study.project, user, spec, name=f"{study.name}-best-{best[0].number}")
 
 
 def delete_project_studies(project: Project) -> None:

@@ -16,6 +16,9 @@ from django.db import connection
 
 SCHEMA = "hpo"
 _storages: dict[str, Any] = {}
+# Optuna studies loaded in this process, by (storage URL, name): loading one costs queries every pass, and what it
+# holds (the study's id and directions) never changes; each pass gives it a fresh sampler and pruner.
+_studies: dict[tuple[str, str], Any] = {}
 _lock = threading.Lock()
 
 
@@ -62,6 +65,7 @@ def forget() -> None:
         for storage in _storages.values():
             storage.engine.dispose()
         _storages.clear()
+        _studies.clear()
 
 
 def gp_available() -> bool:
@@ -74,12 +78,14 @@ def make_sampler(study: Any, trials_so_far: int) -> Any:
     number of trials asked (the same seed each pass would sample the same point again), except Sobol's, whose
     scrambling must stay the same for the whole sequence (Optuna keeps its position in the storage), and the grid's,
     whose seed shuffles the grid that the trials' stored grid ids index."""
+    import numpy as np
     import optuna
 
     from apps.hpo.models import Algorithm
     from apps.hpo.space import grid
 
-    seed = study.seed + trials_so_far
+    # Mixed, not added: with seed + n, a study seeded 1 would sample what one seeded 0 samples from its second trial on.
+    seed = int(np.random.SeedSequence([study.seed, trials_so_far]).generate_state(1)[0])
     algorithm = study.algorithm
     if algorithm == Algorithm.RANDOM:
         return optuna.samplers.RandomSampler(seed=seed)
@@ -131,12 +137,13 @@ def load(study: Any, trials_so_far: int = 0) -> Any:
     """The Optuna study of a portal study, with its sampler and pruner."""
     import optuna
 
-    return optuna.load_study(
-        study_name=study.optuna_name,
-        storage=get_storage(),
-        sampler=make_sampler(study, trials_so_far),
-        pruner=make_pruner(study),
-    )
+    key = (storage_url(), study.optuna_name)
+    loaded = _studies.get(key)
+    if loaded is None:
+        loaded = optuna.load_study(study_name=study.optuna_name, storage=get_storage())
+        _studies[key] = loaded
+    loaded.sampler, loaded.pruner = make_sampler(study, trials_so_far), make_pruner(study)
+    return loaded
 
 
 def delete(optuna_names: list[str]) -> None:
@@ -144,6 +151,7 @@ def delete(optuna_names: list[str]) -> None:
     import optuna
 
     for name in optuna_names:
+        _studies.pop((storage_url(), name), None)
         try:
             optuna.delete_study(study_name=name, storage=get_storage())
         except KeyError:  # not there (a second delete, or a study made where the storage was lost)

@@ -12,9 +12,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from apps.hpo import services
+from apps.hpo import katib, services
 from apps.hpo.filters import StudyFilterSet, TrialFilterSet
-from apps.hpo.forms import FORM_FIELD_OF, RegisterBestForm, StudyForm, StudyYamlForm
+from apps.hpo.forms import FORM_FIELD_OF, RegisterBestForm, RerunBestForm, StudyForm, StudyYamlForm
 from apps.hpo.models import Study, Trial
 from apps.projects.access import project_view
 from apps.projects.models import Project
@@ -65,13 +65,43 @@ def study_create(request: HttpRequest, project: Project) -> HttpResponse:
 
 @project_view(CONTRIBUTE)
 def study_import(request: HttpRequest, project: Project) -> HttpResponse:
+    """A study's definition as YAML, or a Katib Experiment (recognised by its kind), errors by path."""
     form = StudyYamlForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        done = _create(request, project, form, form.cleaned_data["document"], {})
+        document = form.cleaned_data["document"]
+        if katib.is_experiment(document):
+            done = _import_katib(request, project, form, document)
+        else:
+            done = _create(request, project, form, document, {})
         if done is not None:
             return done
     status = 400 if form.errors else 200
     return render(request, "hpo/study_form.html", {"project": project, "form": form, "yaml": True}, status=status)
+
+
+def _import_katib(request: HttpRequest, project: Project, form: Any, experiment: dict[str, Any]) -> Any:
+    try:
+        study, notes = services.import_katib(project, request.user, experiment)
+    except ValidationError as exc:
+        _put_errors(form, exc, {})
+        return None
+    messages.success(request, _("Study “%(name)s” started from the Katib Experiment.") % {"name": study.name})
+    for note in notes:
+        messages.info(request, note)
+    return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+
+
+@project_view(VIEW, model=Study, methods=("GET",))
+def study_katib(request: HttpRequest, project: Project, study: Study) -> HttpResponse:
+    """The study as a Katib Experiment (YAML, notes as comments on top), for a team moving to a cluster."""
+    try:
+        experiment, notes = services.export_katib(study)
+    except ValidationError as exc:
+        messages.error(request, " ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+        return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+    response = HttpResponse(katib.dump(experiment, notes), content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.name}-katib.yaml"'
+    return response
 
 
 def chart_data(study: Study, trials: list[Trial]) -> dict[str, Any]:
@@ -113,6 +143,7 @@ def study_detail(request: HttpRequest, project: Project, study: Study) -> HttpRe
         "chart_data": chart_data(study, all_trials),
         "can_contribute": has_project_perm(request.user, project, CONTRIBUTE),
         "register_form": RegisterBestForm(),
+        "rerun_form": RerunBestForm(),
     }
     return render(request, "hpo/study_detail.html", context)
 
@@ -151,3 +182,19 @@ def study_register_best(request: HttpRequest, project: Project, study: Study) ->
     else:
         messages.error(request, _("Give the registered model's name."))
     return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+
+
+@project_view(CONTRIBUTE, model=Study, methods=("POST",))
+def study_rerun_best(request: HttpRequest, project: Project, study: Study) -> HttpResponse:
+    """Re-run the best trial with more data: its pipeline again, its parameters, some arguments replaced."""
+    form = RerunBestForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("args", [])))
+        return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+    try:
+        run = services.rerun_best(study, request.user, form.cleaned_data["args"])
+    except ValidationError as exc:
+        messages.error(request, " ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+        return redirect("hpo:study-detail", project=project.slug, pk=study.pk)
+    messages.success(request, _("Started %(run)s with the best trial's parameters.") % {"run": run})
+    return redirect("jobs:run-detail", project=project.slug, pk=run.pk)

@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -379,6 +379,24 @@ def _cache_hit(run: PipelineRun, key: str) -> TaskRun | None:
     return None
 
 
+# Called with each run that ended, after the commit that ended it: how a higher app follows runs without this one
+# importing it (apps/hpo kicks the study whose trial it was). A listener must be quick and must not raise.
+_run_finished: list[Callable[[PipelineRun], None]] = []
+
+
+def on_run_finished(listener: Callable[[PipelineRun], None]) -> None:
+    if listener not in _run_finished:
+        _run_finished.append(listener)
+
+
+def _notify_finished(run: PipelineRun) -> None:
+    for listener in _run_finished:
+        try:
+            listener(run)
+        except Exception:
+            log.exception("run-finished listener %s failed for run %s", listener, run.pk)
+
+
 def _finish_if_done(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], now) -> None:
     started = any(t.status != TaskStatus.WAITING for t in tasks.values())
     if started and run.status == RunStatus.QUEUED:
@@ -400,6 +418,8 @@ def _finish_if_done(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRun], 
     run.started_at = run.started_at or now
     run.finished_at = now
     run.save(update_fields=["status", "reason", "started_at", "finished_at"])
+    if _run_finished:
+        transaction.on_commit(lambda: _notify_finished(run))
 
 
 # --- repair ---------------------------------------------------------------------------------------

@@ -73,6 +73,14 @@ def test_it_makes_the_study_and_its_optuna_study(project, owner):
         ({"trial_template": {"pipeline": "nope"}}, "trial_template.pipeline", "No pipeline"),
         ({"trial_template": {"job_template": "py", "args": {"code": "${trial.gamma}"}}}, "trial_template", "gamma"),
         ({"colour": "blue"}, "colour", "Unknown setting"),
+        ({"objectives": [{"metric": "acc", "strategy": "mean"}]}, "objectives.0.strategy", "latest, min, max"),
+        ({"objectives": [{"metric": "acc", "goal": "high"}]}, "objectives.0.goal", "a number"),
+        ({"objectives": [{"metric": "acc", "goal": 1}, {"metric": "b"}]}, "objectives.0.goal", "single objective"),
+        ({"objectives": [{"metric": "acc", "weight": 2}]}, "objectives.0.weight", "Unknown setting"),
+        ({"metrics_collector": "file"}, "metrics_collector.kind", "tracking, stdout"),
+        ({"metrics_collector": {"kind": "stdout", "formats": ["(a"]}}, "metrics_collector.formats.0", "regular"),
+        ({"metrics_collector": {"kind": "stdout", "formats": ["(\\w+)=.*"]}}, "metrics_collector.formats.0",
+         "two groups"),
     ],
 )  # fmt: skip
 def test_it_names_the_bad_field(project, overrides, field, text):

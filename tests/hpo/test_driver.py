@@ -114,9 +114,24 @@ def test_a_study_another_pass_holds_is_left_alone(study):
 
 
 def test_an_optuna_trial_a_dead_pass_left_running_is_failed(study):
-    orphan = storage.load(study).ask()  # asked, then the pass died before making its row
+    orphan = storage.load(study).ask()  # asked, then the pass died before making its row, holding the study
+    Study.objects.filter(pk=study.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     driver.advance_study(study.pk)
     assert storage.load(study).trials[orphan.number].state.name == "FAIL"
+    assert [t.number for t in study.trials.all()] == [1, 2]
+
+
+def test_a_pass_that_fails_after_asking_tells_its_trial_failed(study, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(driver, "start_spec_run", broken)
+    with pytest.raises(RuntimeError):
+        driver.advance_study(study.pk)
+    assert [t.state.name for t in storage.load(study).get_trials(deepcopy=False)] == ["FAIL"]
+    assert Study.objects.get(pk=study.pk).lease_until is None  # let go: the next pass starts over
+    monkeypatch.undo()
+    driver.advance_study(study.pk)
     assert [t.number for t in study.trials.all()] == [1, 2]
 
 
@@ -161,3 +176,33 @@ def test_deleting_the_project_deletes_its_optuna_studies(owner):
 
     assert not Study.objects.exists()
     assert made.optuna_name not in {s.study_name for s in optuna.get_all_study_summaries(storage.get_storage())}
+
+
+def test_a_trial_run_that_ends_kicks_its_study_at_once(study, monkeypatch):
+    from apps.hpo import services as hpo_services
+    from apps.jobs import orchestrator
+
+    assert hpo_services.kick_for_run in orchestrator._run_finished  # registered by the app
+    driver.advance_study(study.pk)
+    kicked = []
+    monkeypatch.setattr(hpo_services, "enqueue", lambda task, *args: kicked.append((task.name, args)))
+    run = study.trials.get(number=0).run
+    hpo_services.kick_for_run(run)
+    assert kicked == [("apps.hpo.tasks.advance_study", (study.pk,))]
+    run.trigger = "manual"
+    hpo_services.kick_for_run(run)  # not a trial's run: nothing
+    assert len(kicked) == 1
+
+
+def test_the_nodes_that_use_the_trials_values_are_never_served_from_the_cache(owner):
+    from tests.factories import python_template
+
+    python_template()
+    project = ProjectFactory(owner=owner, slug="project-c")
+    spec = {"nodes": [{"name": "prep", "template": "py", "args": {"code": "print('data')"}},
+                      {"name": "train", "template": "py", "args": {"code": "print(${trial.C})"},
+                       "depends_on": ["prep"]}]}  # fmt: skip
+    made = make_study(project, owner, name="cached", trial_template={"spec": spec})
+    driver.advance_study(made.pk)
+    nodes = {n["name"]: n for n in made.trials.first().run.spec["nodes"]}
+    assert (nodes["prep"]["cache"], nodes["train"]["cache"]) == (True, False)

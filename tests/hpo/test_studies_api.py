@@ -89,3 +89,36 @@ def test_register_best_before_any_trial_completed_is_400(world):
     response = user_client(world.bob).post(f"{URL}{made.pk}/register-best/", {"name": "x"}, format="json")
     assert response.status_code == 400
     assert "study" in response.json()
+
+
+def test_rerun_best_runs_the_best_trials_pipeline_with_arguments_replaced(world):
+    from apps.jobs.models import PipelineRun
+
+    made = study(world.project_a, world.alice)
+    url = f"{URL}{made.pk}/rerun-best/"
+    assert user_client(world.bob).post(url, {}, format="json").status_code == 400  # nothing complete yet
+    driver.advance_study(made.pk)
+    best = made.trials.select_related("run").get(number=0)
+    run = factories.tracking_run(world.project_a, world.alice)
+    run.source_pipeline_run = best.run
+    run.save()
+    LatestMetric.objects.create(run=run, key="val_accuracy", value=0.9, timestamp=1, step=1)
+    best.run.status = RunStatus.SUCCEEDED
+    best.run.save()
+    driver.advance_study(made.pk)
+
+    more = {"trial": {"code": "print('all the data', ${trial.C})"}}
+    trials = made.trials.count()
+    response = user_client(world.bob).post(url, {"args": more}, format="json")
+
+    assert response.status_code == 201, response.content
+    rerun = PipelineRun.objects.get(pk=response.json()["run"])
+    assert rerun.pipeline_name == f"tune-best-{best.number}"
+    assert rerun.trigger == "manual"  # an ordinary run, not a trial of the study
+    assert rerun.spec["nodes"][0]["args"]["code"] == f"print('all the data', {best.params['C']})"
+    assert rerun.spec["env"]["HPO_TRIAL"] == str(best.number)
+    assert made.trials.count() == trials  # the study did not grow a trial
+    bad = user_client(world.bob).post(url, {"args": {"nope": {"x": 1}}}, format="json")
+    assert bad.status_code == 400
+    assert "args.nope" in bad.json()
+    assert user_client(world.charlie).post(url, {}, format="json").status_code == 404

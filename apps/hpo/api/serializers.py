@@ -75,3 +75,17 @@ class TrialSerializer(StrictModelSerializer):
 class RegisterBestSerializer(StrictSerializer):
     name = serializers.CharField(max_length=250, help_text=_("The registered model (made if new)."))
     artifact_path = serializers.CharField(max_length=500, required=False, default="model")
+
+
+class KatibImportSerializer(StrictSerializer):
+    project = VisibleProjectField()
+    experiment = serializers.JSONField(help_text=_("A Katib Experiment (v1beta1), as YAML text or a mapping."))
+    name = serializers.CharField(
+        max_length=80, required=False, allow_blank=True, help_text=_("The study's name (default: the Experiment's).")
+    )
+
+
+class RerunBestSerializer(StrictSerializer):
+    args = serializers.JSONField(
+        required=False, default=dict, help_text=_("Arguments to replace, by node: {node: {argument: value}}.")
+    )

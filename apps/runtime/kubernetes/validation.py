@@ -128,6 +128,20 @@ def validate(obj: dict[str, Any], version: str = "1.33") -> None:
         ) from None
 
 
+def schema_errors(obj: dict[str, Any], version: str = "1.33") -> dict[str, list[str]]:
+    """Every place where a custom resource we hold a schema for breaks it, keyed by path (`spec.parameters[1].name`):
+    what an import shows at once, where `validate` stops at the best match."""
+    key = (obj.get("apiVersion"), obj.get("kind"))
+    if key not in crd_schemas():
+        raise ManifestInvalid(f"no schema in k8s/crds/ for {key[0]} {key[1]}", version=version)
+    found: dict[str, list[str]] = {}
+    for error in _crd_validator(*key, schema_version(version)).iter_errors(obj):
+        bucket = found.setdefault(_path(error.absolute_path), [])
+        if _message(error) not in bucket:
+            bucket.append(_message(error))
+    return found
+
+
 def validate_all(objs: Iterable[dict[str, Any]], version: str = "1.33") -> None:
     """Check every object; one ManifestInvalid listing each failure (its attributes are the first one's)."""
     errors: list[ManifestInvalid] = []
