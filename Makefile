@@ -56,8 +56,10 @@ $(VENV)/.installed-client: client/pyproject.toml $(VENV)/.installed-dev
 
 client-dev: $(VENV)/.installed-client
 
+# client/build/ goes first: setuptools copies from it, so a module that was removed or moved (cli.py is the cli/
+# package now) would otherwise ship in the wheel again.
 client: client-dev
-	rm -f dist/portal_client-*.whl
+	rm -rf client/build dist/portal_client-*.whl
 	$(PIP) wheel --quiet --no-deps --no-build-isolation --wheel-dir dist ./client
 	@ls dist/portal_client-*.whl
 
