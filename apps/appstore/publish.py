@@ -63,24 +63,12 @@ def pipeline_bundle(pipeline: Pipeline, *, name: str, version: str, title: str, 
             node["args"][arg] = f"{{{{ install }}}}-{dataset.name}"
             if dataset.name not in datasets:
                 datasets[dataset.name] = _dataset_entry(dataset_version, files)
-    manifest = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {
-            "name": name,
-            "version": version,
-            "title": title,
-            "summary": summary,
-            "category": "pipeline",
-            "tags": ["published", project.slug],
-        },
-        "spec": {
-            "datasets": list(datasets.values()),
-            "templates": list(templates.values()),
-            "pipelines": [{"name": "{{ install }}", "description": pipeline.description, **spec}],
-        },
+    app_spec = {
+        "datasets": list(datasets.values()),
+        "templates": list(templates.values()),
+        "pipelines": [{"name": "{{ install }}", "description": pipeline.description, **spec}],
     }
-    manifest["spec"] = {key: value for key, value in manifest["spec"].items() if value}
+    manifest = _manifest(name, version, title, summary, "pipeline", ["published", project.slug], app_spec)
     readme = f"# {title}\n\n{summary}\n\nPublished from the pipeline **{pipeline.name}** of {project.name}.\n"
     return bundles.from_entries({bundles.MANIFEST: _yaml(manifest), bundles.README: readme.encode(), **files})
 

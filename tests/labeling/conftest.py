@@ -87,3 +87,25 @@ def blob_store(settings, tmp_path) -> Path:
         },
     }
     return tmp_path / "store"
+
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def choice(value: str) -> list[dict]:
+    """The result of picking `value` in an image classification config (from_name "label", to_name "image")."""
+    return [{"from_name": "label", "to_name": "image", "type": "choices", "value": {"choices": [value]}}]
+
+
+@pytest.fixture
+def labeling(world, ls):
+    """An image classification labeling project of project A over three images, labels a and b."""
+    from apps.labeling.services import create_labeling_project
+    from tests import factories
+
+    version = factories.dataset_version(
+        factories.dataset(world.project_a, world.alice), {f"{i}.png": PNG for i in range(3)}
+    )
+    return create_labeling_project(
+        world.project_a, world.alice, name="d", dataset_version=version, kind="image_classification", labels=["a", "b"]
+    )

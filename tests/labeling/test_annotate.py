@@ -12,24 +12,10 @@ from apps.labeling.services import create_labeling_project
 from apps.projects.models import Role
 from tests import factories
 from tests.conftest import user_client
+from tests.labeling.conftest import PNG, choice
 
 pytestmark = pytest.mark.django_db
-PNG = b"\x89PNG\r\n\x1a\n"
 URL = "/api/v1/labeling-projects/"
-
-
-def choice(value: str) -> list[dict]:
-    return [{"from_name": "label", "to_name": "image", "type": "choices", "value": {"choices": [value]}}]
-
-
-@pytest.fixture
-def labeling(world, ls):
-    version = factories.dataset_version(
-        factories.dataset(world.project_a, world.alice), {f"{i}.png": PNG for i in range(3)}
-    )
-    return create_labeling_project(
-        world.project_a, world.alice, name="d", dataset_version=version, kind="image_classification", labels=["a", "b"]
-    )
 
 
 @pytest.fixture

@@ -14,14 +14,13 @@ from apps.jobs.models import JobTemplate, PipelineRun
 from apps.jobs.services import save_pipeline
 from apps.labeling import mlbackend, tasks
 from apps.labeling.models import LabelingExport, MLBackend
-from apps.labeling.services import create_labeling_project
 from apps.projects.models import Role
 from apps.serving.models import InferenceService
 from tests import factories
 from tests.conftest import user_client
+from tests.labeling.conftest import choice
 
 pytestmark = pytest.mark.django_db
-PNG = b"\x89PNG\r\n\x1a\n"
 URL = "/api/v1/labeling-projects/"
 READER = {
     "type": "object",
@@ -29,20 +28,6 @@ READER = {
     "required": ["data"],
     "additionalProperties": False,
 }
-
-
-def choice(value: str) -> list[dict]:
-    return [{"from_name": "label", "to_name": "image", "type": "choices", "value": {"choices": [value]}}]
-
-
-@pytest.fixture
-def labeling(world, ls):
-    version = factories.dataset_version(
-        factories.dataset(world.project_a, world.alice), {f"{i}.png": PNG for i in range(3)}
-    )
-    return create_labeling_project(
-        world.project_a, world.alice, name="d", dataset_version=version, kind="image_classification", labels=["a", "b"]
-    )
 
 
 def annotate(user, labeling, task, label: str) -> None:
