@@ -1,9 +1,9 @@
 """What an app creates, one installer per kind of object (a section of the manifest's `spec`).
 
-The installers create datasets, job templates, registered models, pipelines, inference services, notebooks and
-studies through the same services the pages use, so every rule of those apps holds. The app store sits above every
-app whose objects it installs (docs/architecture.md), so their installers live here and call those apps' services;
-a section no installer is registered for (`register_installer`) is refused ("nothing installs it").
+The installers create datasets, job templates, registered models, pipelines, inference services, knowledge bases,
+notebooks and studies through the same services the pages use, so every rule of those apps holds. The app store sits
+above every app whose objects it installs (docs/architecture.md), so their installers live here and call those apps'
+services; a section no installer is registered for (`register_installer`) is refused ("nothing installs it").
 """
 
 from __future__ import annotations
@@ -228,22 +228,27 @@ class PipelineInstaller:
 
 class ServiceInstaller:
     """`services`: an inference service of a model the app registers, following an alias (it waits, saying so,
-    until the pipeline sets the alias, then deploys) or pinned to a version."""
+    until the pipeline sets the alias, then deploys) or pinned to a version; or, with `framework: llm` and no
+    `model`, the packaged chat model (SmolLM2-135M-Instruct) on the `llm` runtime (`.venv-llm`, as the demo's `chat`
+    service), deployed once the install commits and an agent can run it."""
 
     kind, order = "services", 50
     SETTINGS = ("description", "framework", "cpu", "memory", "gpu", "min_replicas", "max_replicas", "scale_target")
+    DEPLOY_WAIT = 15 * 60  # seconds an llm service waits for an agent to start it
 
     def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
         from apps.models.models import RegisteredModel
         from apps.serving.services import create_service
 
+        values = {k: entry[k] for k in self.SETTINGS if k in entry}
+        if is_packaged_llm(entry):
+            return self._create_llm(ctx, entry, values)
         model = (
             ctx.find("models", entry["model"])
             or RegisteredModel.objects.filter(project=ctx.project, name=entry["model"]).first()
         )
         if model is None:
             raise ValidationError({f"{where}.model": [_("No registered model “%(name)s”.") % {"name": entry["model"]}]})
-        values = {k: entry[k] for k in self.SETTINGS if k in entry}
         return create_service(
             ctx.project,
             ctx.user,
@@ -254,6 +259,18 @@ class ServiceInstaller:
             **values,
         )
 
+    def _create_llm(self, ctx: InstallContext, entry: dict[str, Any], values: dict[str, Any]) -> Any:
+        import time
+
+        from apps.outbox.services import enqueue
+        from apps.serving.services import create_service
+        from apps.serving.tasks import deploy_when_possible
+
+        service = create_service(ctx.project, ctx.user, name=entry["name"], **values)
+        # Deployed after the commit, as the demo's chat service is: an install that fails sends nothing.
+        enqueue(deploy_when_possible, service.pk, getattr(ctx.user, "pk", None), time.time() + self.DEPLOY_WAIT)
+        return service
+
     def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
         from apps.serving.services import delete_service
 
@@ -261,9 +278,18 @@ class ServiceInstaller:
         return True
 
     def describe(self, entry: dict[str, Any]) -> str:
+        if is_packaged_llm(entry):
+            return _("Inference service “%(name)s” serving the packaged chat model (SmolLM2-135M-Instruct)") % {
+                "name": entry["name"]
+            }
         return _("Inference service “%(name)s” serving “%(model)s”@%(alias)s") % {
             "name": entry["name"], "model": entry["model"], "alias": entry.get("alias", "staging"),
         }  # fmt: skip
+
+
+def is_packaged_llm(entry: dict[str, Any]) -> bool:
+    """A `services` entry of the packaged chat model: framework llm and no registered model."""
+    return entry.get("framework") == "llm" and not entry.get("model")
 
 
 class NotebookInstaller:
@@ -345,7 +371,98 @@ class StudyInstaller:
         }
 
 
+class KnowledgeBaseInstaller:
+    """`knowledge_bases`: a knowledge base (apps.knowledge) over documents shipped in the bundle (`files`, named by
+    their path below `strip`) and/or the readable files of a dataset of the project (`dataset`: name or name@version,
+    e.g. one the app installs or one a parameter names), answering with `service` (an `llm` service of the install,
+    by its name in `spec.services`, or one of the project's). Its documents are queued for ingestion when the
+    install commits. Uninstall deletes the base with its documents and chunks: they are copies of the bundle's
+    files and of the dataset version, which stays unless `delete_data`."""
+
+    kind, order = "knowledge_bases", 55  # after the service that answers it
+
+    def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
+        from apps.knowledge import services
+
+        fields: dict[str, Any] = {"description": entry.get("description", "")}
+        if entry.get("service"):
+            fields["llm_service"] = self._service(ctx, entry["service"], where)
+        try:
+            kb = services.create_knowledge_base(ctx.project, ctx.user, entry["name"], **fields)
+        except ValidationError as exc:
+            raise self._renamed(exc, {"llm_service": "service"}) from None
+        tags = entry.get("tags", [])
+        strip = entry.get("strip", "")
+        for index, path in enumerate(entry.get("files", [])):
+            try:
+                services.add_document(
+                    kb, ctx.user, path.removeprefix(strip), ctx.files[path], tags=tags, source=f"app:{ctx.install}"
+                )
+            except ValidationError as exc:
+                raise self._renamed(exc, {"file": f"files[{index}]", "name": f"files[{index}]"}) from None
+        if entry.get("dataset"):
+            try:
+                services.add_dataset_version(kb, ctx.user, self._dataset_version(ctx, entry["dataset"]), tags=tags)
+            except ValidationError as exc:
+                raise self._renamed(exc, {"file": "dataset"}) from None
+        return kb
+
+    @staticmethod
+    def _service(ctx: InstallContext, name: str, where: str) -> Any:
+        from apps.serving.models import InferenceService
+
+        service = ctx.find("services", name) or InferenceService.objects.filter(project=ctx.project, name=name).first()
+        if service is None:
+            raise ValidationError({f"{where}.service": [_("No inference service “%(name)s”.") % {"name": name}]})
+        return service
+
+    @staticmethod
+    def _dataset_version(ctx: InstallContext, ref: Any) -> Any:
+        from apps.datasets.models import DatasetVersion
+
+        name, _sep, number = str(ref).partition("@")
+        versions = DatasetVersion.objects.filter(dataset__project=ctx.project, dataset__name=name.strip())
+        if number:
+            version = versions.filter(number=number).first() if number.isdigit() else None
+        else:
+            version = versions.order_by("-number").first()
+        if version is None:
+            raise ValidationError(
+                {"dataset": [_("No dataset version “%(ref)s” in the project (name or name@version).") % {"ref": ref}]}
+            )
+        return version
+
+    @staticmethod
+    def _renamed(exc: ValidationError, names: dict[str, str]) -> ValidationError:
+        """The knowledge service's field names as the manifest entry's (`llm_service` is the entry's `service`)."""
+        if not hasattr(exc, "error_dict"):
+            return exc
+        return ValidationError({names.get(key, key): messages for key, messages in exc.message_dict.items()})
+
+    def remove(self, obj: Any, *, delete_data: bool, install: str = "") -> bool:
+        from apps.knowledge.services import delete_knowledge_base
+
+        delete_knowledge_base(obj)
+        return True
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        count = len(entry.get("files") or [])
+        parts = []
+        if count:
+            parts.append(
+                ngettext("%(count)s document of the app", "%(count)s documents of the app", count) % {"count": count}
+            )
+        if entry.get("dataset"):
+            parts.append(_("the files of dataset “%(dataset)s”") % {"dataset": entry["dataset"]})
+        text = _("Knowledge base “%(name)s” over %(documents)s") % {
+            "name": entry["name"], "documents": _(" and ").join(parts) or _("no documents yet"),
+        }  # fmt: skip
+        if entry.get("service"):
+            text += _(", answered by “%(service)s”") % {"service": entry["service"]}
+        return text
+
+
 def register_builtin_installers() -> None:
     for installer in (DatasetInstaller(), TemplateInstaller(), ModelInstaller(), PipelineInstaller(),
-                      StudyInstaller(), ServiceInstaller(), NotebookInstaller()):  # fmt: skip
+                      StudyInstaller(), ServiceInstaller(), KnowledgeBaseInstaller(), NotebookInstaller()):  # fmt: skip
         register_installer(installer)

@@ -7,7 +7,8 @@ the field's path (`spec.pipelines[0].nodes[2].template`), and the substitution o
     spec:
       parameters: JSON Schema (object) of what the install form asks
       resources: {cpu, memory, gpu}     what the app needs while it runs (shown on its page)
-      datasets / templates / models / pipelines / services / notebooks: lists, one entry per object it creates
+      datasets / templates / models / pipelines / services / knowledge_bases / notebooks / studies:
+          lists, one entry per object it creates
       ready: {pipeline: <name>, service: <name>}   what "ready" means for this app
 
 Every string of `spec` may hold `{{ install }}` (the installation's name) and `{{ params.<name> }}`; a string that is
@@ -36,9 +37,10 @@ REQUIRED = {
     "templates": ("slug", "name", "command"),
     "models": ("name",),
     "pipelines": ("name", "nodes"),
-    "services": ("name", "model"),
+    "services": ("name",),  # and `model`, unless it serves the packaged chat model (framework llm)
     "notebooks": ("name",),
     "studies": ("name", "objectives", "space", "trial_template"),
+    "knowledge_bases": ("name",),
 }
 
 
@@ -131,6 +133,7 @@ def _check_spec(spec: dict[str, Any], errors: FieldErrors, files: set[str], kind
                 errors.add(f"{where}.files", _("A list of the bundle's file paths is required."))
     _check_pipelines(spec, errors, names)
     _check_services(spec, errors, names)
+    _check_knowledge_bases(spec, errors, names)
     ready = spec.get("ready", {})
     if not isinstance(ready, dict):
         errors.add("spec.ready", _("A mapping is required."))
@@ -178,8 +181,31 @@ def _check_pipelines(spec: dict[str, Any], errors: FieldErrors, names: dict[str,
 def _check_services(spec: dict[str, Any], errors: FieldErrors, names: dict[str, set[str]]) -> None:
     for index, service in enumerate(spec.get("services") or []):
         model = service.get("model") if isinstance(service, dict) else None
+        if isinstance(service, dict) and not model and service.get("framework") != "llm":
+            errors.add(f"spec.services[{index}].model", _("This field is required (unless the framework is llm)."))
         if isinstance(model, str) and model not in names.get("models", set()) and not PLACEHOLDER.search(model):
             errors.add(f"spec.services[{index}].model", _("Names nothing in spec.models."))
+
+
+def _check_knowledge_bases(spec: dict[str, Any], errors: FieldErrors, names: dict[str, set[str]]) -> None:
+    for index, kb in enumerate(spec.get("knowledge_bases") or []):
+        if not isinstance(kb, dict):
+            continue
+        where = f"spec.knowledge_bases[{index}]"
+        for key in sorted(set(kb) - {"name", "description", "files", "strip", "dataset", "tags", "service"}):
+            errors.add(f"{where}.{key}", _("Unknown field."))
+        if not kb.get("files") and not kb.get("dataset"):
+            errors.add(f"{where}.files", _("Give the documents: files of the bundle, a dataset, or both."))
+        for key in ("name", "description", "strip", "dataset", "service"):
+            if key in kb and not isinstance(kb[key], str):
+                errors.add(f"{where}.{key}", _("Must be a string."))
+        tags = kb.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+            errors.add(f"{where}.tags", _("Must be a list of words."))
+        service = kb.get("service")
+        own = {s.get("name"): s for s in spec.get("services") or [] if isinstance(s, dict)}
+        if isinstance(service, str) and service in own and own[service].get("framework") != "llm":
+            errors.add(f"{where}.service", _("This service does not serve a chat model (framework llm)."))
 
 
 # --- Parameters -----------------------------------------------------------------------------------------------

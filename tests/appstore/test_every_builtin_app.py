@@ -34,6 +34,7 @@ def fresh(settings, tmp_path):
 
 def project_rows(project) -> dict[str, int]:
     from apps.hpo.models import Study
+    from apps.knowledge.models import Chunk, Document, KnowledgeBase
 
     return {
         "datasets": Dataset.objects.filter(project=project).count(),
@@ -43,6 +44,9 @@ def project_rows(project) -> dict[str, int]:
         "services": InferenceService.objects.filter(project=project).count(),
         "notebooks": Notebook.objects.filter(project=project).count(),
         "studies": Study.objects.filter(project=project).count(),
+        "knowledge_bases": KnowledgeBase.objects.filter(project=project).count(),
+        "documents": Document.objects.filter(knowledge_base__project=project).count(),
+        "chunks": Chunk.objects.filter(knowledge_base__project=project).count(),
         "installations": Installation.objects.filter(project=project).count(),
     }
 
@@ -53,7 +57,7 @@ def files_under(*folders) -> list[str]:
 
 def test_the_catalogue_has_every_app_the_issue_asks_for():
     assert {"tabular-classification", "regression", "image-classification", "text-classification",
-            "anomaly-detection", "forecasting", "notebook-starter"} <= set(BUILTINS)  # fmt: skip
+            "anomaly-detection", "forecasting", "notebook-starter", "document-qa"} <= set(BUILTINS)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", BUILTINS)
@@ -83,6 +87,7 @@ def test_uninstall_removes_what_the_app_created(name, fresh, django_capture_on_c
     left = project_rows(project)
     assert left["installations"] == 0
     assert left["services"] == left["pipelines"] == left["notebooks"] == left["studies"] == left["templates"] == 0
+    assert left["knowledge_bases"] == left["documents"] == left["chunks"] == 0
     assert files_under(home) == []  # starter files go with delete_data too
 
 
