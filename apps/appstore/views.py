@@ -26,7 +26,7 @@ from apps.notebooks.models import Notebook
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm, projects_for
-from apps.serving.models import InferenceService
+from apps.serving.models import Framework, InferenceService
 from portal.lib.forms import add_service_errors
 
 
@@ -120,6 +120,7 @@ def _spread_errors(name_form, form, exc: ValidationError) -> None:
 def installation_detail(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
     pipelines = installation.objects_of("pipelines")
     services_ = installation.objects_of("services")
+    knowledge_bases = installation.objects_of("knowledge_bases")
     runs = PipelineRun.objects.filter(pipeline__in=pipelines).order_by("-number")[:5] if pipelines else []
     context = {
         "project": project,
@@ -127,10 +128,17 @@ def installation_detail(request: HttpRequest, project: Project, installation: In
         "created": installation.created.select_related("content_type"),
         "pipelines": pipelines,
         "services": services_,
+        "tryable": bool(_tryable(services_)),  # a chat model is asked through its knowledge base's chat page
+        "knowledge_bases": knowledge_bases,
         "runs": runs,
         "can_contribute": has_project_perm(request.user, project, CONTRIBUTE),
     }
     return render(request, "appstore/installation_detail.html", context)
+
+
+def _tryable(services_: list[InferenceService]) -> list[InferenceService]:
+    """The services the Try-it form can drive: not chat models (framework llm), which answer OpenAI's chat API."""
+    return [service for service in services_ if service.framework != Framework.LLM]
 
 
 @project_view(CONTRIBUTE, model=Installation, methods=("POST",))
@@ -161,7 +169,7 @@ def installation_uninstall(request: HttpRequest, project: Project, installation:
 @project_view(VIEW, model=Installation)
 def installation_try(request: HttpRequest, project: Project, installation: Installation) -> HttpResponse:
     """The demo form of the installation's service (inputs from the model's signature) and its prediction."""
-    services_ = installation.objects_of("services")
+    services_ = _tryable(installation.objects_of("services"))
     context: dict = {"project": project, "installation": installation, "service": services_[0] if services_ else None}
     if not services_:
         context["error"] = _("This app has no service to try.")

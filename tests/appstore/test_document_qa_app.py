@@ -208,3 +208,18 @@ def test_the_tiny_bundle_with_a_knowledge_base_over_its_own_dataset(world):
 
     [kb] = installation.objects_of("knowledge_bases")
     assert (kb.llm_service, list(kb.documents.values_list("name", flat=True))) == (None, ["rows.csv"])
+
+
+def test_the_installation_page_links_the_chat_page_instead_of_a_try_it_form(world, installed, client):
+    installation, kb = installed
+    client.force_login(world.bob)
+
+    page = client.get(f"/p/project-a/apps/installed/{installation.pk}/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f"/p/project-a/knowledge/{kb.pk}/chat/" in html
+    assert f"/apps/installed/{installation.pk}/try/" not in html
+    tried = client.get(f"/p/project-a/apps/installed/{installation.pk}/try/")
+    assert tried.status_code == 200
+    assert "This app has no service to try." in tried.content.decode()
