@@ -251,6 +251,7 @@ def _apply_change(installation: Installation, ctx: InstallContext, record: Insta
             raise prefixed(exc, where) from None
         return
     installer = get_installer(record.kind)
+    answered = _knowledge_bases_answered_by(target) if record.kind == "services" else []
     if target is not None:
         installer.remove(target, delete_data=False)
     try:
@@ -258,8 +259,21 @@ def _apply_change(installation: Installation, ctx: InstallContext, record: Insta
             obj = installer.create(ctx, entry, where)
     except ValidationError as exc:
         raise prefixed(exc, where) from None
+    ctx.made[(record.kind, record.name)] = obj  # what later entries name (a knowledge base's service) is the new one
     record.content_type, record.object_id = ContentType.objects.get_for_model(obj), obj.pk
     record.save(update_fields=["content_type", "object_id"])
+    if answered and getattr(obj, "framework", "") == "llm":  # the bases it answered keep answering through its
+        from apps.knowledge.models import KnowledgeBase  # replacement
+
+        KnowledgeBase.objects.filter(pk__in=answered, llm_service__isnull=True).update(llm_service=obj)
+
+
+def _knowledge_bases_answered_by(service: Any) -> list[int]:
+    from apps.knowledge.models import KnowledgeBase
+
+    if service is None:
+        return []
+    return list(KnowledgeBase.objects.filter(llm_service=service).values_list("pk", flat=True))
 
 
 def resolve_app_version(user: Any, project: Project, app: Any, version: Any = None) -> AppVersion:

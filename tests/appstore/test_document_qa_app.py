@@ -130,11 +130,12 @@ def chat_service(**overrides):
     return {"name": "{{ install }}-chat", "framework": "llm", "memory": "2Gi", **overrides}
 
 
-def bundle_with(kb=None, service=None, files=None):
+def bundle_with(kb=None, service=None, files=None, version="1.0.0"):
     data = manifest(
         services=[service or chat_service()],
         knowledge_bases=[kb or kb_entry()],
     )
+    data["metadata"]["version"] = version
     import yaml
 
     entries = {"app.yaml": yaml.safe_dump(data).encode(), "README.md": b"# KB"}
@@ -223,3 +224,20 @@ def test_the_installation_page_links_the_chat_page_instead_of_a_try_it_form(worl
     tried = client.get(f"/p/project-a/apps/installed/{installation.pk}/try/")
     assert tried.status_code == 200
     assert "This app has no service to try." in tried.content.decode()
+
+
+def test_an_upgrade_that_replaces_the_chat_service_keeps_the_base_answered_by_it(world):
+    from apps.appstore.services import upgrade
+
+    first = add_version(bundle_with())
+    installation = install(first, world.project_a, world.alice, name="t")
+    [kb] = installation.objects_of("knowledge_bases")
+    second = add_version(bundle_with(service=chat_service(memory="3Gi"), version="1.1.0"))
+
+    upgrade(installation, second, world.alice)
+
+    [service] = installation.objects_of("services")
+    assert service.memory_bytes == 3 * 2**30
+    kb.refresh_from_db()
+    assert kb.llm_service == service
+    assert InferenceService.objects.filter(project=world.project_a).count() == 1
