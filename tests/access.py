@@ -6,6 +6,7 @@ tests/projects/test_access_matrix.py fails and says so: every endpoint is covere
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -112,11 +113,19 @@ PROJECT_OBJECT_MAKERS[Revision] = lambda project, owner: Revision.objects.create
 PROJECT_OBJECT_MAKERS[Installation] = lambda project, owner: install(
     add_version(tiny_bundle()), project, owner, name=f"tiny-{Installation.objects.count()}"
 )
-USER_OBJECT_MAKERS[App] = lambda user: (
-    add_version(
-        tiny_bundle(), project=ProjectFactory(owner=user, slug=f"publisher-{user.pk}", name=f"Publisher {user.pk}")
-    ).app
-)
+
+
+_publishers = itertools.count()
+
+
+def make_published_app(user: Any) -> App:
+    """An app published from a new project of `user` (a project per call: a write case may come twice)."""
+    n = next(_publishers)
+    project = ProjectFactory(owner=user, slug=f"publisher-{user.pk}-{n}", name=f"Publisher {user.pk} {n}")
+    return add_version(tiny_bundle(), project=project).app
+
+
+USER_OBJECT_MAKERS[App] = make_published_app
 
 
 def make_labeling_project(project: Project, owner: Any) -> LabelingProject:
