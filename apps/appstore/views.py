@@ -27,7 +27,7 @@ from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm, projects_for
 from apps.serving.models import Framework, InferenceService
-from portal.lib.forms import add_service_errors
+from portal.lib.forms import add_service_errors, run_service
 
 
 def _categories(apps: list[App]) -> list[str]:
@@ -193,36 +193,32 @@ def installation_try(request: HttpRequest, project: Project, installation: Insta
     return render(request, "appstore/partials/try_it.html", context)
 
 
+def _publish_page(
+    request: HttpRequest, project: Project, source: Any, kind: str, form: Any, publish: Any
+) -> HttpResponse:
+    """The publish form of `source`: on a valid POST, `publish(source, user, **cleaned_data)` (its field errors go on
+    the form), then the app's page."""
+    if request.method == "POST" and form.is_valid():
+        version = run_service(form, publish, source, request.user, **form.cleaned_data)
+        if version is not None:
+            messages.success(request, _("Published %(v)s.") % {"v": version})
+            return redirect("appstore:app-detail", pk=version.app_id)
+    context = {"project": project, "source": source, "kind": kind, "form": form}
+    return render(request, "appstore/publish_form.html", context)
+
+
 @project_view(CHANGE, model=Pipeline)
 def pipeline_publish(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
     """A project admin publishes the pipeline (with its templates and the datasets it reads) as an app version."""
     form = PublishForm(request.POST or None, initial={"name": pipeline.name, "title": pipeline.name})
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            version = publish_pipeline(pipeline, request.user, **data)
-        except ValidationError as exc:
-            for key, messages_ in exc.message_dict.items():
-                for message in messages_:
-                    form.add_error(key if key in form.fields else None, message)
-        else:
-            messages.success(request, _("Published %(v)s.") % {"v": version})
-            return redirect("appstore:app-detail", pk=version.app_id)
-    context = {"project": project, "source": pipeline, "kind": _("pipeline"), "form": form}
-    return render(request, "appstore/publish_form.html", context)
+    return _publish_page(request, project, pipeline, _("pipeline"), form, publish_pipeline)
 
 
 @project_view(CHANGE, model=InferenceService)
 def service_publish(request: HttpRequest, project: Project, service: InferenceService) -> HttpResponse:
     """A project admin publishes the service (the model version it serves, its settings) as an app version."""
     form = PublishForm(request.POST or None, initial={"name": service.name, "title": service.name})
-    if request.method == "POST" and form.is_valid():
-        version = _publish_or_errors(form, lambda data: publish_service(service, request.user, **data))
-        if version is not None:
-            messages.success(request, _("Published %(v)s.") % {"v": version})
-            return redirect("appstore:app-detail", pk=version.app_id)
-    context = {"project": project, "source": service, "kind": _("inference service"), "form": form}
-    return render(request, "appstore/publish_form.html", context)
+    return _publish_page(request, project, service, _("inference service"), form, publish_service)
 
 
 @project_view(CHANGE, model=Notebook)
@@ -231,24 +227,7 @@ def notebook_publish(request: HttpRequest, project: Project, notebook: Notebook)
     paths = notebook_files(notebook)
     initial = {"name": notebook.name, "title": notebook.name, "files": [p for p in paths if p.endswith(".ipynb")]}
     form = NotebookPublishForm(request.POST or None, initial=initial, paths=paths)
-    if request.method == "POST" and form.is_valid():
-        version = _publish_or_errors(form, lambda data: publish_notebook(notebook, request.user, **data))
-        if version is not None:
-            messages.success(request, _("Published %(v)s.") % {"v": version})
-            return redirect("appstore:app-detail", pk=version.app_id)
-    context = {"project": project, "source": notebook, "kind": _("notebook"), "form": form}
-    return render(request, "appstore/publish_form.html", context)
-
-
-def _publish_or_errors(form: PublishForm, publish: Any) -> Any:
-    """The published version, or None with the service's field errors put on the form."""
-    try:
-        return publish(form.cleaned_data)
-    except ValidationError as exc:
-        for key, messages_ in exc.message_dict.items():
-            for message in messages_:
-                form.add_error(key if key in form.fields else None, message)
-    return None
+    return _publish_page(request, project, notebook, _("notebook"), form, publish_notebook)
 
 
 @project_view(CONTRIBUTE, model=Installation)
