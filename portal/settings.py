@@ -79,6 +79,9 @@ INSTALLED_APPS = [
     "apps.appstore",
     "apps.labeling",
     "apps.hpo",
+    "apps.retraining",
+    "apps.alerts",
+    "apps.monitoring",
     "apps.console",
 ]
 
@@ -339,7 +342,8 @@ LABEL_STUDIO_TIMEOUT = envint("LABEL_STUDIO_TIMEOUT", 30)  # seconds for one cal
 # The address Label Studio reaches the portal at (signed media URLs, webhooks); default: the local web process.
 LABELING_PORTAL_URL = envstr("LABELING_PORTAL_URL", f"http://127.0.0.1:{envint('PORTAL_PORT', 8000)}").rstrip("/")
 LABELING_MEDIA_URL_TTL = envint("LABELING_MEDIA_URL_TTL", 7 * 24 * 3600)  # seconds a signed media URL is valid
-LABELING_IMPORT_BATCH = envint("LABELING_IMPORT_BATCH", 1000)  # tasks per import request
+LABELING_IMPORT_BATCH = envint("LABELING_IMPORT_BATCH", 10_000)  # tasks per import request (bench/labeling.py)
+LABELING_IMPORT_BYTES = envint("LABELING_IMPORT_BYTES", 32 * 2**20)  # about this much text per import request
 
 # --- Knowledge bases (apps/knowledge; docs/knowledge.md) ---------------------------------------------------
 PORTAL_KNOWLEDGE_MAX_BYTES = envint("PORTAL_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024)  # largest document accepted
@@ -515,6 +519,7 @@ SPECTACULAR_SETTINGS = {
         "TrafficRoleEnum": "apps.serving.api.serializers.TRAFFIC_ROLES",
         "AppVisibilityEnum": "apps.appstore.models.App.Visibility",  # an app's, and a publish request's audience
         "UploadVisibilityEnum": ["project", "public"],  # an uploaded bundle's
+        "TokenKindEnum": "apps.accounts.models.ApiToken.Kind",  # personal, or minted for a task or notebook
     },
 }
 
@@ -582,6 +587,23 @@ LOGGING = {
 
 # Seconds between two passes of the study driver over every running study (apps/hpo/driver.py).
 PORTAL_HPO_INTERVAL = envint("PORTAL_HPO_INTERVAL", 5)
+# Seconds between two evaluations of the threshold alert rules (error rate, latency, run duration, quota).
+PORTAL_ALERTS_INTERVAL = envint("PORTAL_ALERTS_INTERVAL", 60)
+# Networks that URLs typed by users (alert webhooks, knowledge bases' LLM endpoints) may reach although they are not
+# public (10.x, 192.168.x, 127.x, 169.254.x, fc00::/7…), comma-separated CIDRs: an in-house chat server or LLM on
+# the office network, say. Empty: public addresses only. See portal/lib/outbound.py.
+OUTBOUND_ALLOWED_NETWORKS = envlist("OUTBOUND_ALLOWED_NETWORKS", "")
+# Outgoing mail (alert channels of kind email): Django's settings, from the environment. The console backend by
+# default prints messages to the worker's log; set EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend and
+# EMAIL_HOST… for real mail.
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envsecret("EMAIL_HOST_PASSWORD")  # or EMAIL_HOST_PASSWORD_FILE
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "portal@localhost")
 CELERY_BEAT_SCHEDULE = {
     # Tasks that committed writes queued while the broker was down (apps/outbox): sent once it is back.
     "drain-outbox": {"task": "apps.outbox.tasks.drain", "schedule": 5.0},
@@ -591,6 +613,12 @@ CELERY_BEAT_SCHEDULE = {
     "tick-schedules": {"task": "apps.jobs.tasks.tick_schedules", "schedule": 15.0},
     # Hyperparameter studies: intermediate values to the pruner, ended trials told, free slots filled, deadlines.
     "advance-studies": {"task": "apps.hpo.tasks.advance_studies", "schedule": float(PORTAL_HPO_INTERVAL)},
+    # Threshold alert rules: fire what holds, resolve what cleared (apps/alerts/engine.py).
+    "evaluate-alert-rules": {
+        "task": "apps.alerts.tasks.evaluate_rules",
+        "schedule": float(PORTAL_ALERTS_INTERVAL),
+        "options": {"expires": float(PORTAL_ALERTS_INTERVAL)},
+    },
     # Idle notebooks are stopped (with a warning first); notebooks whose events were lost are repaired.
     "cull-notebooks": {"task": "apps.notebooks.tasks.cull_notebooks", "schedule": float(PORTAL_NOTEBOOK_CULL_INTERVAL)},
     # Inference services: replica counts follow the measured load; lost events and dead replicas are repaired.

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from apps.accounts.api.views import ProfileView
 from apps.accounts.views import set_language
+from apps.console.api.views import SearchView
 from apps.labeling import media as labeling_media
 from apps.labeling import mlbackend as labeling_ml
 from apps.labeling import webhooks as labeling_webhooks
@@ -16,6 +17,7 @@ from portal.metrics import metrics
 api_patterns = [
     path("", include(router.urls)),
     path("me/", ProfileView.as_view(), name="me"),
+    path("search/", SearchView.as_view(), name="search"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its init script from a URL, not inline: the Content-Security-Policy allows no inline script.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),
@@ -34,6 +36,9 @@ urlpatterns = [
     path("", include("apps.serving.urls")),
     path("", include("apps.appstore.urls")),
     path("", include("apps.labeling.urls")),
+    path("", include("apps.alerts.urls")),
+    path("", include("apps.monitoring.urls")),
+    path("", include("apps.retraining.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),

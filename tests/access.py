@@ -12,6 +12,9 @@ from typing import Any
 
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.services import create_token, notify
+from apps.alerts.models import AlertEvent, AlertRule
+from apps.alerts.models import Channel as AlertChannel
+from apps.alerts.models import Delivery as AlertDelivery
 from apps.appstore.models import App, Installation
 from apps.appstore.services import add_version, install
 from apps.audit.models import AuditEntry
@@ -21,12 +24,15 @@ from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule
 from apps.knowledge.models import Document as KnowledgeDocument
 from apps.knowledge.models import KnowledgeBase
 from apps.labeling.models import Annotation, LabelingExport, LabelingProject, LabelingTask, MLBackend
+from apps.monitoring.models import DriftMonitor, DriftReport
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project, ProjectSecret, Quota, Role
 from apps.runtime.models import Cluster, ProjectCluster
 from apps.serving.models import InferenceService, Revision
 from tests import factories as dataset_factories
 from tests import factories as tracking_factories
+from tests.alerts.factories import channel as make_alert_channel
+from tests.alerts.factories import rule as make_alert_rule
 from tests.appstore.factories import tiny_bundle
 from tests.factories import ProjectFactory, UserFactory, add_member, pipeline, python_template
 from tests.hpo.factories import study as make_study
@@ -190,3 +196,86 @@ PROJECT_OBJECT_MAKERS[KnowledgeDocument] = lambda project, owner: KnowledgeDocum
     size=3,
     digest="0" * 64,
 )
+
+
+# Alerts (apps.alerts): a channel, a rule sending to it, an event of the rule and a delivery of the event.
+
+
+def _alert_event(project: Project, owner: Any) -> AlertEvent:
+    rule = make_alert_rule(project, owner)
+    return AlertEvent.objects.create(project=project, rule=rule, key="k", subject="s", message="m")
+
+
+PROJECT_OBJECT_MAKERS[AlertChannel] = lambda project, owner: make_alert_channel(project, owner)
+PROJECT_OBJECT_MAKERS[AlertRule] = lambda project, owner: make_alert_rule(project, owner)
+PROJECT_OBJECT_MAKERS[AlertEvent] = _alert_event
+PROJECT_OBJECT_MAKERS[AlertDelivery] = lambda project, owner: AlertDelivery.objects.create(
+    project=project, channel=make_alert_channel(project, owner), kind=AlertDelivery.Kind.TEST
+)
+
+# Drift monitors (apps.monitoring): a monitor of a new service, and a report of one.
+
+PROJECT_OBJECT_MAKERS[DriftMonitor] = lambda project, owner: DriftMonitor.objects.create(
+    project=project, service=PROJECT_OBJECT_MAKERS[InferenceService](project, owner), created_by=owner
+)
+PROJECT_OBJECT_MAKERS[DriftReport] = lambda project, owner: DriftReport.objects.create(
+    monitor=PROJECT_OBJECT_MAKERS[DriftMonitor](project, owner), status=DriftReport.Status.SKIPPED
+)
+
+# Continuous training (apps.retraining): a policy (its pipeline, dataset and model made on the way), a data monitor
+# of it, a check, a retraining and a decision.
+
+
+def _retrain_policy(project: Project, owner: Any) -> Any:
+    from apps.retraining.models import RetrainPolicy
+    from tests.retraining.factories import policy
+
+    return RetrainPolicy.objects.filter(project=project).first() or policy(project, owner)
+
+
+def _data_monitor(project: Project, owner: Any) -> Any:
+    from apps.retraining.models import DataMonitor
+    from apps.retraining.services import create_monitor
+
+    rule = _retrain_policy(project, owner)
+    existing = DataMonitor.objects.filter(project=project).first()
+    return existing or create_monitor(project, owner, name="iris-watch", dataset=rule.dataset, policy=rule)
+
+
+def _data_check(project: Project, owner: Any) -> Any:
+    from apps.retraining.models import DataCheck
+
+    monitor = _data_monitor(project, owner)
+    version = dataset_factories.dataset_version(monitor.dataset)
+    return DataCheck.objects.create(monitor=monitor, version=version, message="m")
+
+
+def _retraining(project: Project, owner: Any) -> Any:
+    from apps.retraining.models import Retraining
+
+    rule = _retrain_policy(project, owner)
+    return Retraining.objects.create(project=project, policy=rule, reason="manual", status="skipped")
+
+
+def _decision(project: Project, owner: Any) -> Any:
+    from apps.retraining.models import PromotionDecision
+    from tests.retraining.factories import version_with
+
+    rule = _retrain_policy(project, owner)
+    return PromotionDecision.objects.create(
+        project=project, policy=rule, registered_model=rule.registered_model, alias=rule.alias,
+        challenger=version_with(project, owner, 0.9), metric=rule.metric, outcome="pending",
+    )  # fmt: skip
+
+
+def _register_retraining_makers() -> None:
+    from apps.retraining.models import DataCheck, DataMonitor, PromotionDecision, Retraining, RetrainPolicy
+
+    PROJECT_OBJECT_MAKERS[RetrainPolicy] = _retrain_policy
+    PROJECT_OBJECT_MAKERS[DataMonitor] = _data_monitor
+    PROJECT_OBJECT_MAKERS[DataCheck] = _data_check
+    PROJECT_OBJECT_MAKERS[Retraining] = _retraining
+    PROJECT_OBJECT_MAKERS[PromotionDecision] = _decision
+
+
+_register_retraining_makers()

@@ -21,6 +21,33 @@ def pytest_configure() -> None:
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, request) -> Iterator[None]:
+    """pytest-django's test databases; where a collected test is transactional, those end by putting back the rows
+    a flush leaves rather than by flushing (tests/dbreset.py: the same state, seconds sooner per test)."""
+    from tests import dbreset
+
+    if not any(_is_transactional(item) for item in request.session.items):
+        yield
+        return
+    with django_db_blocker.unblock():
+        dbreset.install()
+    yield
+    dbreset.uninstall()
+
+
+def _is_transactional(item: pytest.Item) -> bool:
+    """Whether pytest-django runs the test as a TransactionTestCase (its own rule, in _django_db_helper)."""
+    names = getattr(item, "fixturenames", ())
+    if {"transactional_db", "live_server", "django_db_reset_sequences"} & set(names):
+        return True
+    marker = item.get_closest_marker("django_db")
+    if marker is None:
+        return False
+    transaction = marker.kwargs.get("transaction", marker.args[0] if marker.args else False)
+    return bool(transaction or marker.kwargs.get("reset_sequences"))
+
+
 @dataclass
 class World:
     alice: object
@@ -28,6 +55,24 @@ class World:
     charlie: object
     project_a: object
     project_b: object
+
+
+@pytest.fixture(autouse=True)
+def _loopback_is_reachable(settings) -> None:
+    """The webhook receivers and LLM servers tests start listen on loopback, which a production portal refuses for
+    URLs users type (portal/lib/outbound.py); tests/alerts/test_webhook_addresses.py checks the refusal itself."""
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]
+
+
+@pytest.fixture(autouse=True)
+def _forget_seen_agents() -> None:
+    """The runtimes remember for a quarter of a second that they saw a live agent (or cluster): a test that starts
+    right after one whose agent heartbeated must not inherit it ("no agent runs" tests read 'deploying')."""
+    from apps.runtime.kubernetes import runtime as kubernetes_runtime
+    from apps.runtime.local import runtime as local_runtime
+
+    local_runtime._ready_at = float("-inf")
+    kubernetes_runtime._ready_at = float("-inf")
 
 
 @pytest.fixture(autouse=True)

@@ -27,15 +27,16 @@ class ApiTokenAdmin(OwnRowsAdmin):
         "prefix",
         "project",
         "scope",
+        "kind",
         "created_at",
         "expires_at",
         "last_used_at",
         "revoked_at",
     ]
-    list_filter = ["scope"]
+    list_filter = ["kind", "scope"]
     list_select_related = ["user", "project"]
     search_fields = ["name", "prefix", "user__username"]
-    readonly_fields = ["user", "prefix", "digest", "created_at", "last_used_at"]
+    readonly_fields = ["user", "kind", "prefix", "digest", "created_at", "last_used_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # a token's raw value is shown once: create it on the tokens page or API

@@ -70,6 +70,10 @@ class ApiToken(models.Model):
         READ = "read", _("Read")
         WRITE = "write", _("Read and write")
 
+    class Kind(models.TextChoices):
+        PERSONAL = "personal", _("Personal")
+        WORKLOAD = "workload", _("Minted for a task or notebook")
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(_("name"), max_length=100)
     project = models.ForeignKey(
@@ -81,6 +85,13 @@ class ApiToken(models.Model):
         help_text=_("Limit the token to this project."),
     )
     scope = models.CharField(_("scope"), max_length=10, choices=Scope.choices, default=Scope.WRITE)
+    kind = models.CharField(
+        _("kind"),
+        max_length=10,
+        choices=Kind.choices,
+        default=Kind.PERSONAL,
+        help_text=_("Personal: created by its owner. Minted: the platform's own, for one task attempt or notebook."),
+    )
     prefix = models.CharField(max_length=12, help_text=_("First characters of the token, to recognise it."))
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -90,6 +90,7 @@ def new_task_token(user: Any, *, name: str, project: Any, days: int) -> tuple[Ap
         name=name,
         project=project,
         scope=ApiToken.Scope.WRITE,
+        kind=ApiToken.Kind.WORKLOAD,
         prefix=raw[:8],  # as much as a generated token's prefix shows (after mlp_)
         digest=hash_token(raw),
         expires_at=timezone.now() + timedelta(days=days),

@@ -14,12 +14,14 @@ from django.views import i18n
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts import services
+from apps.accounts.filters import ApiTokenFilterSet
 from apps.accounts.forms import ProfileForm, TokenForm
 from apps.accounts.middleware import apply_user_language
 from apps.accounts.models import ApiToken, Notification
 from apps.accounts.throttles import TokenCreateRateThrottle, throttled, too_many_requests
 from apps.projects.permissions import projects_for
 from portal.lib.forms import run_service
+from portal.lib.listing import listing
 
 
 @login_required
@@ -58,13 +60,19 @@ def token_list(request: HttpRequest) -> HttpResponse:
         if result is not None:
             new_token = result[1]
             form = TokenForm(projects=projects_for(request.user))
-    tokens = ApiToken.objects.filter(user=request.user).select_related("project")
+    tokens = ApiToken.objects.filter(user=request.user).select_related("project").order_by("-created_at", "-pk")
+    found = listing(request, ApiTokenFilterSet, tokens, defaults=TOKEN_DEFAULTS)
     return render(
         request,
         "accounts/tokens.html",
-        {"form": form, "tokens": tokens, "new_token": new_token},
-        status=400 if form.errors else 200,
+        {"form": form, "listing": found, "new_token": new_token},
+        status=400 if form.errors else found.status,
     )
+
+
+# What the tokens page lists unless told otherwise: the person's own live tokens, not the one the platform mints for
+# every task attempt and notebook, nor revoked ones (`?kind=&state=` shows every token).
+TOKEN_DEFAULTS = {"kind": ApiToken.Kind.PERSONAL, "state": "active"}
 
 
 @login_required

@@ -19,6 +19,9 @@ from django.utils.translation import gettext as _
 from apps.appstore.manifest import validate_manifest
 
 MANIFEST = "app.yaml"
+# libyaml's safe loader where PyYAML has it (the same documents, ~10x faster: every `migrate`, and every test
+# database flush, re-reads the built-in bundles), else PyYAML's.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 README = "README.md"
 MAX_BUNDLE_BYTES = 20 * 1024 * 1024
 MAX_FILES = 500
@@ -74,7 +77,7 @@ def from_entries(entries: dict[str, bytes]) -> Bundle:
     if MANIFEST not in entries:
         raise ValidationError({"bundle": [_("The bundle has no %(file)s.") % {"file": MANIFEST}]})
     try:
-        manifest = yaml.safe_load(entries[MANIFEST].decode("utf-8"))
+        manifest = yaml.load(entries[MANIFEST].decode("utf-8"), Loader=SAFE_LOADER)  # nosec B506: a safe loader
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValidationError({"manifest": [_("Not valid YAML: %(error)s") % {"error": exc}]}) from None
     files = {path: data for path, data in entries.items() if path not in (MANIFEST, README)}

@@ -122,7 +122,7 @@ class TemplateInstaller:
 
     kind, order = "templates", 20
     FIELDS = ("name", "category", "description", "image", "command", "workdir", "env", "args_schema", "resources",
-              "kind", "framework", "replicas", "timeout")  # fmt: skip
+              "kind", "framework", "replicas", "strategy", "timeout")  # fmt: skip
 
     def create(self, ctx: InstallContext, entry: dict[str, Any], where: str) -> Any:
         from apps.jobs.models import JobTemplate

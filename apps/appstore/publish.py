@@ -34,7 +34,7 @@ MAX_DATASET_BYTES = 10 * 1024 * 1024
 MAX_MODEL_BYTES = 15 * 1024 * 1024  # a bundle is at most 20 MB (bundle.MAX_BUNDLE_BYTES)
 MAX_NOTEBOOK_BYTES = 10 * 1024 * 1024
 TEMPLATE_FIELDS = ("name", "category", "description", "image", "command", "workdir", "env", "args_schema",
-                   "resources", "kind", "framework", "replicas", "timeout")  # fmt: skip
+                   "resources", "kind", "framework", "replicas", "strategy", "timeout")  # fmt: skip
 
 
 def pipeline_bundle(pipeline: Pipeline, *, name: str, version: str, title: str, summary: str = "") -> bundles.Bundle:
@@ -74,7 +74,10 @@ def pipeline_bundle(pipeline: Pipeline, *, name: str, version: str, title: str, 
 
 
 def _template_fields(template: JobTemplate) -> dict[str, Any]:
-    return {field: getattr(template, field) for field in TEMPLATE_FIELDS}
+    fields = {field: getattr(template, field) for field in TEMPLATE_FIELDS}
+    if not fields["strategy"]:  # only distributed templates with a strategy carry one (docs/distributed.md)
+        del fields["strategy"]
+    return fields
 
 
 def _dataset_entry(version: Any, files: dict[str, bytes]) -> dict[str, Any]:

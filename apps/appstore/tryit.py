@@ -22,6 +22,7 @@ import requests
 from django import forms
 from django.utils.translation import gettext as _
 
+from apps.serving import console
 from apps.serving.models import InferenceService, Replica
 from portal.lib.forms import StyledFormMixin
 
@@ -42,12 +43,7 @@ class Endpoint:
 
     @property
     def features(self) -> list[str]:
-        names = (self.metadata.get("parameters") or {}).get("feature_names")
-        if isinstance(names, list) and names:
-            return [str(n) for n in names]
-        shape = (self.metadata.get("inputs") or [{}])[0].get("shape") or []
-        width = shape[1] if len(shape) == 2 and isinstance(shape[1], int) and shape[1] > 0 else 0
-        return [f"x{i}" for i in range(width)]
+        return console.features(self.metadata)
 
     @property
     def input(self) -> dict[str, Any]:

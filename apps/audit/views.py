@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import wraps
 from typing import Any
 
-from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -25,6 +27,22 @@ CSV_COLUMNS = [
     "created_at", "actor_repr", "action", "object_type", "object_id", "object_repr", "project_repr",
     "changes", "ip", "method", "path", "status", "user_agent",
 ]  # fmt: skip
+
+
+def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The site-wide log is for staff: others sign in through the portal's own login, and a signed-in member who is
+    not staff is told where their projects' logs are (403), not sent to the admin's login page, a dead end."""
+
+    @wraps(view)
+    @login_required
+    def check(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_staff:
+            raise PermissionDenied(
+                _("The site-wide audit log is for staff. Each project's log is on its Audit log tab, for its admins.")
+            )
+        return view(request, *args, **kwargs)
+
+    return check
 
 
 class Echo:
@@ -74,13 +92,13 @@ def project_log_csv(request: HttpRequest, project: Project) -> HttpResponse:
     return csv_response(filterset.qs, f"audit-{project.slug}.csv")
 
 
-@staff_member_required
+@staff_only
 @require_GET
 def log(request: HttpRequest) -> HttpResponse:
     return _log_page(request, AuditEntry.objects.all(), {"project": None})
 
 
-@staff_member_required
+@staff_only
 @require_GET
 def log_csv(request: HttpRequest) -> HttpResponse:
     filterset = AuditEntryFilterSet(request.GET or None, queryset=AuditEntry.objects.all())

@@ -9,6 +9,7 @@ row (a run's progress is a correlated subquery of the few rows shown).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -34,12 +35,14 @@ from django.utils.translation import gettext as _
 
 from apps.datasets.quota import USAGE as DATASETS_USAGE
 from apps.datasets.quota import pending_bytes, stored_bytes
+from apps.jobs.diagnosis import cause_title
 from apps.jobs.models import RUN_FINISHED, TASK_ACTIVE, PipelineRun, RunStatus, TaskRun, TaskStatus
+from apps.jobs.usage import recent_usage
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project
 from apps.projects.permissions import projects_for
 from apps.projects.storage import used_bytes
-from apps.runtime.usage import Holder, Meter, project_holders
+from apps.runtime.usage import Holder, Meter, measure, project_holders
 from apps.serving.models import InferenceService
 from portal.lib.resources import Resources
 
@@ -162,6 +165,9 @@ class Overview:
     active_runs: list[PipelineRun]
     holders: list[Holder]
     chart: dict[str, Any] = field(default_factory=dict)
+    live_meters: list[Meter] = field(default_factory=list)  # what its tasks use now, measured, against the quota
+    recent_meters: list[Meter] = field(default_factory=list)  # their peak minute of the last hour
+    failure_causes: list[tuple[str, str, int]] = field(default_factory=list)  # (cause, words, failed attempts)
 
     @property
     def success_rate(self) -> int | None:
@@ -199,17 +205,29 @@ def _runs_by_day(project: Project, since: datetime) -> list[dict[str, Any]]:
 
 
 def _usage_by_day(project: Project, since: datetime) -> list[dict[str, Any]]:
-    """CPU-seconds the tasks that ended each day used, and GPU-seconds they held (GPUs asked × wall time)."""
+    """CPU-seconds the tasks that ended each day used, and GPU-seconds they held (GPUs asked × wall time), by the
+    diagnosed cause of their failures (empty: not failed): the failures by cause come with the same query."""
     return list(
         TaskRun.objects.filter(run__project=project, finished_at__gte=since)
         .annotate(day=TruncDate("finished_at"))
-        .values("day")
+        .values("day", "failure_cause")
         .annotate(
+            n=Count("pk"),
             cpu=Sum(_number("cpu_seconds", "usage")),
             gpu=Sum(_number("gpu", "resources") * _number("wall_seconds", "usage")),
         )
         .order_by()
     )
+
+
+def _failure_causes(usage: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    """(cause, its words, failed attempts) in the window, most frequent first."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in usage:
+        if row["failure_cause"]:
+            counts[row["failure_cause"]] += row["n"]
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [(cause, cause_title(cause), n) for cause, n in ranked]
 
 
 def _chart(days: list[date], runs: list[dict[str, Any]], usage: list[dict[str, Any]]) -> dict[str, Any]:
@@ -221,10 +239,11 @@ def _chart(days: list[date], runs: list[dict[str, Any]], usage: list[dict[str, A
         if row["day"] in index:
             counts[outcome.get(row["status"], "other")][index[row["day"]]] += row["n"]
     hours = {key: [0.0] * len(days) for key in ("cpu", "gpu")}
-    for row in usage:
+    for row in usage:  # a day has a row per failure cause
         if row["day"] in index:
             for key in hours:
-                hours[key][index[row["day"]]] = round((row[key] or 0) / 3600, 2)
+                hours[key][index[row["day"]]] += (row[key] or 0) / 3600
+    hours = {key: [round(value, 2) for value in values] for key, values in hours.items()}
     return {
         "days": [day.isoformat() for day in days],
         "runs": [
@@ -282,7 +301,28 @@ def overview(project: Project) -> Overview:
         Meter(_("Concurrent tasks"), now_counts["tasks"], limit("concurrent_tasks")),
         Meter(_("Storage"), storage_used + storage_pending, limit("storage_bytes"), kind="bytes"),
     ]
+    cpu_quota = float(cpu_limit) if cpu_limit is not None else None
+    now = measure(holders)
+    live_meters = [
+        Meter(_("CPU cores in use"), round(now.cpu, 2), cpu_quota),
+        Meter(_("Memory in use"), now.memory_bytes, limit("memory_bytes"), kind="bytes"),
+    ]
+    if now.gpu_percent is not None:
+        live_meters.append(Meter(_("GPU memory in use"), now.gpu_memory_bytes or 0, None, kind="bytes"))
+        live_meters.append(Meter(_("GPU utilisation (mean, %)"), round(now.gpu_percent, 1), 100))
+    recent = recent_usage(project)
+    recent_meters = [
+        Meter(_("CPU cores, peak minute"), max((p["cpu"] for p in recent), default=0), cpu_quota),
+        Meter(
+            _("Memory, peak minute"),
+            max((p["memory_bytes"] for p in recent), default=0),
+            limit("memory_bytes"),
+            kind="bytes",
+        ),
+    ]
     return Overview(
+        live_meters=live_meters,
+        recent_meters=recent_meters,
         runs_today=sum(row["n"] for row in runs if row["day"] == today),
         running=now_counts["running"],
         queued=now_counts["queued"],
@@ -299,4 +339,5 @@ def overview(project: Project) -> Overview:
         active_runs=list(active),
         holders=holders,
         chart=_chart(days, runs, usage),
+        failure_causes=_failure_causes(usage),
     )

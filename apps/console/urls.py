@@ -11,6 +11,7 @@ app_name = "projects"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("search/", views.search_page, name="search"),
     *projects_urls.urlpatterns,
     path("p/<slug:project>/", views.project_overview, name="overview"),
 ]

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
-from apps.console import dashboards
+from apps.console import dashboards, search
 from apps.jobs.models import run_status_labels
 from apps.projects.access import project_view
 from apps.projects.models import Membership, Project, Role
@@ -49,4 +51,23 @@ def project_overview(request: HttpRequest, project: Project) -> HttpResponse:
             "window_days": dashboards.WINDOW_DAYS,
             "status_labels": run_status_labels(),
         },
+    )
+
+
+class SearchForm(forms.Form):
+    q = forms.CharField(label=_("Search"), max_length=search.MAX_QUERY, required=False, strip=True)
+
+
+@login_required
+@require_http_methods(["GET"])
+def search_page(request: HttpRequest) -> HttpResponse:
+    """The navbar's search box: projects, pipelines, runs, datasets, models and services by name, in my projects."""
+    form = SearchForm(request.GET)
+    groups = search.search(request.user, form.cleaned_data["q"]) if form.is_valid() else []
+    query = form.cleaned_data.get("q", "") if form.is_valid() else ""
+    return render(
+        request,
+        "console/search.html",
+        {"form": form, "query": query, "groups": groups, "found": sum(len(g.hits) for g in groups)},
+        status=200 if form.is_valid() else 400,
     )

@@ -1,7 +1,10 @@
 """Previews, schemas and statistics of a version's files, streamed with bounded memory.
 
 Tabular files (CSV, TSV, JSONL, Parquet) give their first rows with column types, and per column: count, nulls,
-min, max, mean (numeric) and distinct (exact up to DISTINCT_CAP values, then reported as a lower bound).
+min, max, mean (numeric) and distinct (exact up to DISTINCT_CAP values, then reported as a lower bound); a histogram
+of each numeric column (HISTOGRAM_BINS equal bins from min to max, counted over a reservoir sample of SAMPLE_SIZE
+values: exact up to that many rows, then an unbiased estimate marked `sampled`) and the most frequent values of the
+others (exact while the column has at most TOP_CAP distinct values).
 Images give a thumbnail (stored as `thumbs/<sha256>.png` in the datasets storage); text files their first lines.
 """
 
@@ -13,6 +16,8 @@ import io
 import json
 import math
 import posixpath
+import random
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +31,11 @@ TEXT_BYTES = 64 * 1024
 THUMB_SIZE = (160, 160)
 MAX_IMAGE_BYTES = 50 * 2**20
 MAX_LINE = 16 * 2**20
+HISTOGRAM_BINS = 20
+SAMPLE_SIZE = 10_000
+TOP_VALUES = 10
+TOP_CAP = 1_000
+TOP_LENGTH = 200  # characters of a value kept for the top values
 
 TABULAR = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 IMAGES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"}
@@ -75,6 +85,9 @@ class Column:
         self.max: Any = None
         self.distinct: set[Any] = set()
         self.distinct_capped = False
+        self.sample: list[float] = []  # a reservoir sample of the finite numbers (Algorithm R), for the histogram
+        self._random = random.Random(0)  # sampling, not secrets; seeded: the same file, the same chart
+        self.values: Counter[str] | None = Counter()  # value counts for the top values; None past TOP_CAP distinct
 
     def add(self, value: Any) -> None:
         self.count += 1
@@ -88,9 +101,19 @@ class Column:
             if math.isfinite(number):
                 self.numeric += 1
                 self.total += number
+                if len(self.sample) < SAMPLE_SIZE:
+                    self.sample.append(number)
+                else:
+                    slot = self._random.randrange(self.numeric)
+                    if slot < SAMPLE_SIZE:
+                        self.sample[slot] = number
             comparable: Any = number
         else:
             comparable = str(value)
+            if self.values is not None:
+                self.values[comparable[:TOP_LENGTH]] += 1  # bounded keys: 1,000 long lines must not be gigabytes
+                if len(self.values) > TOP_CAP:
+                    self.values = None
         if self.min is None or _lt(comparable, self.min):
             self.min = comparable
         if self.max is None or _lt(self.max, comparable):
@@ -131,7 +154,37 @@ class Column:
             "mean": (self.total / self.numeric) if numeric and self.numeric else None,
             "distinct": DISTINCT_CAP if self.distinct_capped else len(self.distinct),
             "distinct_capped": self.distinct_capped,
+            "histogram": self._histogram() if numeric else None,
+            "top": self._top() if not numeric else None,
         }
+
+    def _histogram(self) -> dict[str, Any] | None:
+        """{"edges": HISTOGRAM_BINS + 1 bin edges, "counts", "sampled"}: counts of the sample, scaled to the column's
+        numbers when the sample is not all of them. One bin when every number is the same."""
+        if not self.sample:
+            return None
+        lo, hi = min(self.sample), max(self.sample)
+        if self.min is not None and self.max is not None:
+            lo, hi = float(self.min), float(self.max)  # the sample may miss the extremes; the bins span them
+        bins = HISTOGRAM_BINS if hi > lo else 1
+        width = (hi - lo) / bins if hi > lo else 1.0
+        counts = [0] * bins
+        for number in self.sample:
+            counts[min(int((number - lo) / width), bins - 1)] += 1
+        sampled = self.numeric > len(self.sample)
+        if sampled:
+            scale = self.numeric / len(self.sample)
+            counts = [round(c * scale) for c in counts]
+        edges = [lo + i * width for i in range(bins)] + [hi if hi > lo else lo]
+        return {"edges": edges, "counts": counts, "sampled": sampled}
+
+    def _top(self) -> list[list[Any]] | None:
+        """The TOP_VALUES most frequent values with their counts (ties by value), or None: too many distinct."""
+        if not self.values:
+            return None
+        return [[value, count] for value, count in sorted(self.values.items(), key=lambda vc: (-vc[1], vc[0]))][
+            :TOP_VALUES
+        ]
 
 
 def _lt(a: Any, b: Any) -> bool:
@@ -253,6 +306,17 @@ class _SeekableBlob(io.RawIOBase):
         data = self._fh.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
+
+
+def table_rows(path: str, sha256: str) -> tuple[list[str], Iterator[list[Any]]]:
+    """(header, rows) of a table file, streamed (monitoring reads a reference version this way)."""
+    fmt = TABULAR[extension(path)]
+    if fmt == "parquet":
+        header, rows, _types = _parquet_rows(sha256)
+        return header, rows
+    if fmt == "jsonl":
+        return _jsonl_rows(sha256)
+    return _csv_rows(sha256, "," if fmt == "csv" else "\t")
 
 
 def analyze_table(path: str, sha256: str, *, full: bool = True) -> dict[str, Any]:

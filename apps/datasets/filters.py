@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import django_filters
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
 from apps.datasets.models import Dataset, DatasetVersion, UploadFile, UploadSession
-from apps.projects.filters import ProjectScopedFilterSet
+from apps.projects.filters import ProjectScopedFilterSet, ProjectScopedListFilterSet
+from portal.lib.listing import sort_by
 
 
-class DatasetFilterSet(ProjectScopedFilterSet):
-    class Meta:
+def _text(placeholder: str) -> forms.TextInput:
+    return forms.TextInput(attrs={"placeholder": placeholder})
+
+
+class DatasetFilterSet(ProjectScopedListFilterSet):
+    search_fields = ("name", "description", "source", "licence")
+    licence = django_filters.CharFilter(lookup_expr="iexact", label=_("Licence"), widget=_text(_("Licence")))
+    ordering = sort_by("name", "created_at")
+
+    class Meta(ProjectScopedListFilterSet.Meta):
         model = Dataset
-        fields = ["project", "name"]
+        fields = ["project", "name", "search", "licence", "ordering"]
 
 
 class DatasetVersionFilterSet(ProjectScopedFilterSet):

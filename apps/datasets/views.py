@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from apps.datasets import downloads, services
 from apps.datasets.analysis import kind_of
+from apps.datasets.filters import DatasetFilterSet
 from apps.datasets.forms import DatasetForm
 from apps.datasets.models import Dataset, DatasetVersion
 from apps.datasets.previews import NoPreview, preview_for
@@ -19,6 +20,7 @@ from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 from portal.lib.forms import add_service_errors
+from portal.lib.listing import listing
 
 
 @project_view(VIEW, methods=("GET",))
@@ -26,16 +28,17 @@ def dataset_list(request: HttpRequest, project: Project) -> HttpResponse:
     datasets = (
         Dataset.objects.filter(project=project)
         .annotate(latest=Max("versions__number"), count=Count("versions"))
-        .order_by("name")
+        .order_by("name", "pk")
     )
+    rows = listing(request, DatasetFilterSet, datasets)
     context = {
         "project": project,
-        "datasets": datasets,
+        "listing": rows,
         "used": stored_bytes(project),
         "pending": pending_bytes(project),
         "can_edit": has_project_perm(request.user, project, CONTRIBUTE),
     }
-    return render(request, "datasets/dataset_list.html", context)
+    return render(request, "datasets/dataset_list.html", context, status=rows.status)
 
 
 @project_view(CONTRIBUTE)

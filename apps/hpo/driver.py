@@ -25,6 +25,7 @@ from apps.hpo.models import Algorithm, EarlyStopping, Study, Trial
 from apps.jobs.models import RunStatus
 from apps.jobs.services import cancel_run, start_spec_run
 from apps.projects.events import publish_event
+from apps.projects.permissions import CONTRIBUTE, has_project_perm
 
 logger = logging.getLogger(__name__)
 LEASE = timedelta(minutes=5)
@@ -66,13 +67,16 @@ def _pass(study: Study, recovered: bool = False) -> bool:
     changed = _fail_orphans(study, ostudy) if recovered else False
     finished = 0
     if counts[Trial.Status.RUNNING]:
+        untagged: list[Trial] = []
         for trial in study.trials.filter(status=Trial.Status.RUNNING).select_related("run"):
-            moved = _follow(study, ostudy, trial)
+            moved = _follow(study, ostudy, trial, untagged)
             changed |= moved
             if moved and trial.is_finished:
                 counts[Trial.Status.RUNNING] -= 1
                 counts[trial.status] += 1
                 finished += 1
+        if untagged:
+            _tag_tracking_runs(study, untagged)
     if finished:
         _update_importance(study, ostudy, counts[Trial.Status.COMPLETE], finished)
     reached = _goal_reached(study)
@@ -93,14 +97,16 @@ def _pass(study: Study, recovered: bool = False) -> bool:
     limit = study.max_trials
     if study.algorithm == Algorithm.GRID:
         limit = min(limit, search_space.grid_size(search_space.grid(study.space) or {}))
-    while active < study.parallel_trials and total < limit:
-        ostudy.sampler = storage.make_sampler(study, total)
+    if active < study.parallel_trials and total < limit and not _may_start_runs(study):
+        _finish(study, ostudy, Study.Status.FAILED, _("The study's owner may no longer start runs here."))
+        return True
+    if active < study.parallel_trials and total < limit:
         try:
-            _start_trial(study, ostudy)
-        except PermissionDenied:
+            started = _start_trials(study, ostudy, min(study.parallel_trials - active, limit - total), total)
+        except PermissionDenied:  # e.g. the project's runtime refuses the owner now
             _finish(study, ostudy, Study.Status.FAILED, _("The study's owner may no longer start runs here."))
             return True
-        active, total, changed = active + 1, total + 1, True
+        active, total, changed = active + started, total + started, True
     if total >= limit and active == 0:
         _update_importance(study, ostudy, counts[Trial.Status.COMPLETE], final=True)
         study.status, study.finished_at = Study.Status.COMPLETED, timezone.now()
@@ -123,6 +129,22 @@ def _goal_reached(study: Study) -> int | None:
     return None
 
 
+def _may_start_runs(study: Study) -> bool:
+    """Whether the study's owner may still start runs in its project: checked once per pass that starts trials
+    (its trials' runs are then started without checking it again)."""
+    return study.created_by is None or has_project_perm(study.created_by, study.project, CONTRIBUTE)
+
+
+def _ask(ostudy: Any) -> Any:
+    """A new Optuna trial: `Study.ask()` less its look for WAITING (enqueued) trials, which the portal never makes
+    and which re-reads every unfinished trial of the study from the storage (each running trial's params, values and
+    attributes: several statements per trial running in parallel, for every trial asked)."""
+    import optuna
+
+    ostudy._thread_local.cached_all_trials = None
+    return optuna.trial.Trial(ostudy, ostudy._storage.create_new_trial(ostudy._study_id))
+
+
 def _fail_orphans(study: Study, ostudy: Any) -> bool:
     """Optuna trials left RUNNING by a pass that died between `ask` and making the trial's row: told failed."""
     from optuna.trial import TrialState
@@ -136,32 +158,54 @@ def _fail_orphans(study: Study, ostudy: Any) -> bool:
     return bool(orphans)
 
 
-def _start_trial(study: Study, ostudy: Any) -> Trial:
+def _start_trials(study: Study, ostudy: Any, n: int, total: int) -> int:
+    """Ask for `n` trials and start their runs, all in one transaction of the portal's (one commit for the pass's
+    runs, their queued advances and trial rows). Any failure other than an invalid run tells every trial asked here
+    FAIL (none of their rows survive the rollback) and raises."""
+    asked: list[int] = []
+    try:
+        with transaction.atomic():
+            for i in range(n):
+                ostudy.sampler = storage.make_sampler(study, total + i)
+                _start_trial(study, ostudy, asked)
+    except BaseException:
+        from optuna.trial import TrialState
+
+        for number in asked:
+            ostudy.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+        raise
+    return n
+
+
+def _start_trial(study: Study, ostudy: Any, asked: list[int]) -> Trial:
+    """Ask for one trial and start its run (within `_start_trials`' transaction); `asked` gets its number."""
     from optuna.trial import TrialState
 
-    otrial = ostudy.ask()
+    otrial = _ask(ostudy)
+    asked.append(otrial.number)
+    params = search_space.sample(otrial, study.space)
+    spec = uncached(study.template, search_space.fill(study.template, params, otrial.number))
+    spec["env"] = {
+        "MLFLOW_EXPERIMENT_NAME": study.name,
+        **(spec.get("env") or {}),
+        "HPO_STUDY": study.name,
+        "HPO_TRIAL": str(otrial.number),
+    }
+    fields = {"study": study, "number": otrial.number, "optuna_trial_id": otrial._trial_id, "params": params}
     try:
-        params = search_space.sample(otrial, study.space)
-        spec = uncached(study.template, search_space.fill(study.template, params, otrial.number))
-        spec["env"] = {
-            "MLFLOW_EXPERIMENT_NAME": study.name,
-            **(spec.get("env") or {}),
-            "HPO_STUDY": study.name,
-            "HPO_TRIAL": str(otrial.number),
-        }
-        fields = {"study": study, "number": otrial.number, "optuna_trial_id": otrial._trial_id, "params": params}
-        with transaction.atomic():
-            run = start_spec_run(
-                study.project, study.created_by, spec, name=f"{study.name}-trial-{otrial.number}", trigger="study"
-            )
-            return Trial.objects.create(run=run, **fields)
+        run = start_spec_run(
+            study.project,
+            study.created_by,
+            spec,
+            name=f"{study.name}-trial-{otrial.number}",
+            trigger="study",
+            permission_checked=True,  # by this pass (_may_start_runs)
+        )
     except ValidationError as exc:  # these values make an invalid run (e.g. an argument's own limits)
         ostudy.tell(otrial.number, state=TrialState.FAIL, skip_if_finished=True)
         reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
         return Trial.objects.create(status=Trial.Status.FAILED, reason=reason, finished_at=timezone.now(), **fields)
-    except BaseException:  # PermissionDenied, a database error, …: no row, so the Optuna trial must not stay RUNNING
-        ostudy.tell(otrial.number, state=TrialState.FAIL, skip_if_finished=True)
-        raise
+    return Trial.objects.create(run=run, **fields)
 
 
 def uncached(template: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
@@ -175,8 +219,9 @@ def uncached(template: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
-    """Report the trial's new intermediate values, prune it if the pruner says so, tell its end. True if it changed."""
+def _follow(study: Study, ostudy: Any, trial: Trial, untagged: list[Trial]) -> bool:
+    """Report the trial's new intermediate values, prune it if the pruner says so, tell its end. True if it changed.
+    A trial whose tracking run may need its study's tags goes on `untagged` (tagged in bulk after the loop)."""
     import optuna
     from optuna.trial import TrialState
 
@@ -184,10 +229,11 @@ def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
     if run is None:
         return _end(ostudy, trial, Trial.Status.FAILED, _("Its pipeline run was deleted."))
     changed = False
-    points = collect.points(study, trial)
+    # A queued run has started no task yet, so nothing has logged or printed a value.
+    points = collect.points(study, trial) if run.status != RunStatus.QUEUED else []
     if points:
         if trial.last_step is None or run.is_finished:  # its tracking run exists now (or never will)
-            _tag_tracking_run(study, trial)
+            untagged.append(trial)
         # Optuna needs the intermediate values only to prune (the portal's row keeps the curve for the page).
         pruning = study.early_stopping != EarlyStopping.NONE
         otrial = optuna.trial.Trial(ostudy, trial.optuna_trial_id) if pruning else None
@@ -196,7 +242,8 @@ def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
                 otrial.report(value, step)
             trial.intermediate[str(step)] = value
         trial.last_step = points[-1][0]
-        trial.save(update_fields=["intermediate", "last_step"])
+        if not run.is_finished:  # else its end below saves them with its status
+            trial.save(update_fields=["intermediate", "last_step"])
         changed = True
         if otrial is not None and not run.is_finished and run.status != RunStatus.CANCELLING and otrial.should_prune():
             cancel_run(run)
@@ -208,7 +255,7 @@ def _follow(study: Study, ostudy: Any, trial: Trial) -> bool:
     if not run.is_finished:
         return changed
     if not points:
-        _tag_tracking_run(study, trial)
+        untagged.append(trial)
     if run.status == RunStatus.SUCCEEDED:
         values, problem = collect.final_values(study, trial)
         if values is None:
@@ -226,36 +273,46 @@ def _end(ostudy: Any, trial: Trial, status: str, reason: str, *, values: list[fl
     else:
         ostudy.tell(trial.number, state=state or TrialState.FAIL, skip_if_finished=True)
     trial.status, trial.reason, trial.values, trial.finished_at = status, reason, values or [], timezone.now()
-    trial.save(update_fields=["status", "reason", "values", "finished_at"])
+    trial.save(update_fields=["status", "reason", "values", "finished_at", "intermediate", "last_step"])
     return True
 
 
-def _tag_tracking_run(study: Study, trial: Trial) -> bool:
-    """Once the trial's tracking run exists: tag it with the study and log the trial's parameters on it."""
-    from apps.models import services as tracking
-    from apps.models.errors import TrackingError
-    from apps.models.models import Run
+def _tag_tracking_runs(study: Study, trials: list[Trial]) -> None:
+    """The trials' tracking runs that exist and are not tagged yet: tagged with the study and the trial, and the
+    trial's values logged as params `trial.<name>`, in three statements for all of them (one to find them, one
+    insert of the params, one of the tags). A param the task logged itself under one of those keys keeps its value
+    (params are immutable)."""
+    from apps.models.models import Param, Run, RunTag
+    from apps.models.querysets import ACTIVE
 
-    run = Run.objects.filter(source_pipeline_run_id=trial.run_id).exclude(tags__key="hpo.study").first()
-    if run is None:
-        return False
-    params = [(f"trial.{k}", str(v)) for k, v in trial.params.items()]
-    try:
-        tracking.log_batch(run, params=params, tags=[("hpo.study", study.name), ("hpo.trial", str(trial.number))])
-    except TrackingError:  # a deleted run: nothing to tag
-        logger.warning("could not tag tracking run %s of trial %s", run.run_uuid, trial, exc_info=True)
-    return False
+    by_run = {t.run_id: t for t in trials}
+    runs = list(
+        Run.objects.filter(source_pipeline_run_id__in=by_run, lifecycle_stage=ACTIVE)
+        .exclude(tags__key="hpo.study")
+        .values_list("pk", "source_pipeline_run_id")
+    )
+    if not runs:
+        return
+    params, tags = [], []
+    for run_id, pipeline_run_id in runs:
+        trial = by_run[pipeline_run_id]
+        params += [Param(run_id=run_id, key=f"trial.{k}", value=str(v)) for k, v in trial.params.items()]
+        tags += [RunTag(run_id=run_id, key="hpo.study", value=study.name)]
+        tags += [RunTag(run_id=run_id, key="hpo.trial", value=str(trial.number))]
+    with transaction.atomic():
+        Param.objects.bulk_create(params, ignore_conflicts=True)
+        RunTag.objects.bulk_create(tags, update_conflicts=True, unique_fields=["run", "key"], update_fields=["value"])
 
 
 def _update_importance(study: Study, ostudy: Any, complete: int, finished: int = 0, final: bool = False) -> None:
     """The importance of each parameter for the first objective (Optuna's default evaluator, PED-ANOVA in 5.0),
     once two trials have completed. It reads every trial, so it is not redone for every one that ends: after each
-    of the first ten complete trials, then each fifth, and when the study ends (`final`)."""
+    of the first five complete trials, then each tenth, and when the study ends (`final`)."""
     import optuna
 
     if complete < 2 or len(study.space) < 1:
         return
-    if not (final or complete <= 10 or complete // 5 != (complete - finished) // 5):
+    if not (final or complete <= 5 or complete // 10 != (complete - finished) // 10):
         return
     try:
         importance = optuna.importance.get_param_importances(

@@ -15,6 +15,9 @@ class JobsConfig(AppConfig):
 
         hooks.register("task_run", TaskListener())
         hooks.register_describer("task_run", describe_holders)
+        from apps.jobs.usage import measure_holders
+
+        hooks.register_measurer("task_run", measure_holders)
         hooks.register_registry_credentials("image", registry_credentials)
         register_holding("task", quota_held, queued=True)
         from apps.jobs.services import stop_project_runs

@@ -6,6 +6,7 @@ with the next version, and older versions stay because frozen runs refer to them
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,15 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, transaction
 
 from apps.jobs.args import with_order
-from apps.jobs.models import JobTemplate
+from apps.jobs.dag import node_strategy
+from apps.jobs.models import TEMPLATE_TEXT_CONTEXT, JobTemplate
+from apps.runtime.strategy import StrategyError
 from portal.lib import schemas
 
 FIXTURE = Path(settings.BASE_DIR) / "fixtures" / "job_templates.yaml"
+# libyaml's safe loader where PyYAML has it (the same documents, ~10x faster: every `migrate`, and every test
+# database flush, re-reads this file), else PyYAML's.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # What an entry may set; together they decide whether an entry differs from its latest version.
 FIELDS = (
@@ -34,7 +40,9 @@ FIELDS = (
     "kind",
     "framework",
     "replicas",
+    "strategy",
     "timeout",
+    "side_effects",
 )
 
 
@@ -48,7 +56,7 @@ def load_builtin_templates(path: Path | str | None = None) -> list[JobTemplate]:
 def read_entries(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(slug, field values) per entry, checked up front so that a bad file changes nothing."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # nosec B506: a safe loader
     except (OSError, yaml.YAMLError) as exc:
         raise ImproperlyConfigured(f"{path}: cannot read the built-in templates: {exc}") from exc
     if not isinstance(data, list):
@@ -87,6 +95,12 @@ def _check(where: str, slug: str, values: dict[str, Any]) -> None:
         JobTemplate(slug=slug, **values).full_clean(validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
         raise ImproperlyConfigured(f"{where}: {exc.message_dict}") from exc
+    if values.get("strategy"):
+        template = JobTemplate(slug=slug, **values)
+        try:
+            node_strategy(template, {}, template.resources or {})
+        except StrategyError as exc:
+            raise ImproperlyConfigured(f"{where}: {exc}") from exc
 
 
 def _sync(slug: str, values: dict[str, Any]) -> JobTemplate:
@@ -108,3 +122,43 @@ def _sync(slug: str, values: dict[str, Any]) -> JobTemplate:
 
 def _same(row: JobTemplate, candidate: JobTemplate) -> bool:
     return all(getattr(row, name) == getattr(candidate, name) for name in FIELDS)
+
+
+TEXT_MODULE = Path(__file__).with_name("builtin_text.py")
+
+
+def builtin_text_module(path: Path | str | None = None) -> str:
+    """The source of apps/jobs/builtin_text.py: a `pgettext_lazy` per distinct name, category and description of
+    the built-ins, so that makemessages finds them (`manage.py builtin_text` writes it; a test checks it is current).
+    Each call is written out one argument a line, as `ruff format` keeps it."""
+    path = Path(path) if path is not None else FIXTURE
+    texts: dict[str, None] = {}
+    for _slug, values in read_entries(path):
+        for field in ("name", "category", "description"):
+            text = values.get(field)
+            if text:
+                texts.setdefault(str(text), None)
+    lines = [
+        '"""The built-in job templates\' names, categories and descriptions, for makemessages. Generated from',
+        'fixtures/job_templates.yaml by `manage.py builtin_text`: do not edit (a test checks it is current)."""',
+        "",
+        "from django.utils.translation import pgettext_lazy",
+        "",
+        "TEXTS = (",
+    ]
+    for text in texts:
+        lines += [
+            "    pgettext_lazy(",
+            f"        {json.dumps(TEMPLATE_TEXT_CONTEXT)},",
+            f"        {_literal(text)},",
+            "    ),",
+        ]
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def _literal(text: str) -> str:
+    """A Python string literal in the quotes `ruff format` picks: double unless single need fewer escapes."""
+    if text.count('"') > text.count("'"):
+        return repr(text)  # single-quoted, since the text has a double quote
+    return json.dumps(text, ensure_ascii=False)

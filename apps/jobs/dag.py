@@ -18,6 +18,8 @@ from django.utils.translation import gettext as _
 
 from apps.jobs.args import FieldErrors, validate_args, validate_args_schema
 from apps.runtime.admission import Limits, too_large
+from apps.runtime.strategy import Layout, StrategyError
+from apps.runtime.strategy import check as check_strategy
 from portal.lib.resources import MAX_AMOUNT, Resources
 
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,62})$")
@@ -44,13 +46,16 @@ NODE_DEFAULTS: dict[str, Any] = {
     "cache": True,
     "env": {},
 }
-_NODE_KEYS = {"name", "template", *NODE_DEFAULTS}
+# A node's `strategy` overrides its template's, key by key (docs/distributed.md); the normalized node holds the merged
+# block only where there is one, so that specs without strategies (and their cache keys) stay as they were.
+_NODE_KEYS = {"name", "template", "strategy", *NODE_DEFAULTS}
 _RESOURCE_FIELDS = ("cpu", "memory", "gpu", "gpu_type", "vgpu")
 _DONE = object()
 
 
 class TemplateLike(Protocol):
-    """What validation needs of a job template (a `JobTemplate`, or a stand-in in tests)."""
+    """What validation needs of a job template (a `JobTemplate`, or a stand-in in tests; a stand-in without kind,
+    framework, replicas, strategy or command is a plain job)."""
 
     slug: str
     version: int
@@ -244,6 +249,9 @@ def _validate_node(
     result["resources"] = _check_resources(
         template.resources if template is not None else {}, result["resources"], limits, prefix, errors
     )
+    strategy = _check_strategy(template, node.get("strategy"), result["resources"], prefix, errors)
+    if strategy:
+        result["strategy"] = strategy
     retries, backoff, timeout = result["retries"], result["retry_backoff"], result["timeout"]
     if not _is_int(retries) or not 0 <= retries <= MAX_RETRIES:
         errors.add(f"{prefix}.retries", _("Must be a whole number from 0 to %(max)s.") % {"max": MAX_RETRIES})
@@ -262,6 +270,47 @@ def _validate_node(
             errors.add(f"{prefix}.{flag}", _("Must be true or false."))
     _check_env(result["env"], f"{prefix}.env", errors)
     return result
+
+
+def node_strategy(template: TemplateLike, override: Any, resources: Any) -> tuple[dict[str, Any], Layout] | None:
+    """The strategy of a node (its template's, overridden key by key by the node's; a null keeps the template's
+    value) and its layout over the template's replicas and the node's GPUs; None when there is none.
+    StrategyError names the field that cannot run; a `TypeError` when `override` is not a mapping."""
+    if override is None:
+        override = {}
+    if not isinstance(override, dict):
+        raise TypeError("strategy")
+    merged = {**(getattr(template, "strategy", None) or {}), **{k: v for k, v in override.items() if v is not None}}
+    if not merged:
+        return None
+    try:
+        parsed = Resources.parse(resources) if isinstance(resources, dict) else Resources()
+    except ValueError:
+        parsed = Resources()  # the resources' own errors are reported on their fields
+    return check_strategy(
+        merged, kind=getattr(template, "kind", "job"), framework=getattr(template, "framework", ""),
+        replicas=getattr(template, "replicas", None), gpus=parsed.gpu, gpu_type=parsed.gpu_type,
+        command=list(getattr(template, "command", None) or []) or None,
+    )  # fmt: skip
+
+
+def _check_strategy(
+    template: TemplateLike | None, override: Any, resources: Any, prefix: str, errors: FieldErrors
+) -> dict[str, Any] | None:
+    key = f"{prefix}.strategy"
+    if template is None:
+        if override is not None and not isinstance(override, dict):
+            errors.add(key, _("Must be a mapping of the strategy's fields."))
+        return override or None
+    try:
+        found = node_strategy(template, override, resources)
+    except TypeError:
+        errors.add(key, _("Must be a mapping of the strategy's fields."))
+        return None
+    except StrategyError as exc:
+        errors.add(f"{key}.{exc.field}" if exc.field else key, exc.message)
+        return override or None
+    return found[0] if found else None
 
 
 def _resolve(

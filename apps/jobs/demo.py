@@ -50,6 +50,25 @@ IRIS_SPEC: dict[str, Any] = {
 }
 
 
+MEMORY_HOG = "memory-hog"
+# Holds 400 MiB under a 128 MiB limit: stopped as OOMKilled, diagnosed "out of memory" (docs/diagnosis.md).
+MEMORY_HOG_CODE = (
+    "import time\nblock = bytearray(400 * 2**20)\nprint('holding', len(block) // 2**20, 'MiB')\ntime.sleep(30)\n"
+)
+MEMORY_HOG_SPEC: dict[str, Any] = {
+    "failure_policy": "fail_fast",
+    "nodes": [
+        {
+            "name": "hog",
+            "template": "python",
+            "resources": {"memory": "128Mi"},
+            "args": {"code": MEMORY_HOG_CODE},
+            "cache": False,
+        }
+    ],
+}
+
+
 def builtin_templates(_project: Project, _user: Any) -> None:
     """The built-in job templates the iris pipeline uses (loaded for the whole portal, not only the project)."""
     load_builtin_templates()
@@ -69,6 +88,24 @@ def iris_pipeline(project: Project, user: Any) -> Pipeline:
             "Load the newest iris dataset version, split it, train a classifier, evaluate it and register it."
         ),
         spec=IRIS_SPEC,
+    )
+
+
+def memory_hog_pipeline(project: Project, user: Any) -> Pipeline:
+    """A pipeline that fails on purpose (made once): its task holds more memory than its limit, so its run page shows
+    the failure diagnosis, "out of memory: …", with the next step to try."""
+    existing = Pipeline.objects.filter(project=project, name=MEMORY_HOG).first()
+    if existing is not None:
+        return existing
+    return save_pipeline(
+        project,
+        user,
+        name=MEMORY_HOG,
+        description=(
+            "Fails on purpose: its task holds 400 MiB under a 128 MiB memory limit. Run it to see a failure "
+            "diagnosed on the run page (out of memory) with the next step to try."
+        ),
+        spec=MEMORY_HOG_SPEC,
     )
 
 
@@ -95,8 +132,11 @@ def _serve_api_if_needed(out: TextIO):
     return server
 
 
-def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 600) -> PipelineRun:
-    """Run the pipeline to the end from this process: uses the running agent, or starts one in-process."""
+def run_headless(
+    pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 600, also: tuple[Pipeline, ...] = ()
+) -> PipelineRun:
+    """Run the pipeline to the end from this process: uses the running agent, or starts one in-process. Then each
+    pipeline of `also` (the memory hog, which fails on purpose), printing how its failures were diagnosed."""
     from apps.runtime.local.runtime import live_agents  # the local runtime, only for `demo --run`
 
     server = _serve_api_if_needed(out)
@@ -111,27 +151,43 @@ def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 60
         while running_here() is not agent:
             time.sleep(0.01)
         out.write("Started an agent in this process.\n")
-    run = start_run(pipeline, user, trigger="demo")
-    out.write(f"Started {run} (id {run.pk}).\n")
-    seen: dict[str, str] = {}
-    deadline = time.monotonic() + timeout
     try:
-        while not run.is_finished and time.monotonic() < deadline:
-            close_old_connections()
-            orchestrator.advance_run(run.pk)
-            run.refresh_from_db()
-            for task in run.tasks.order_by("created_at", "pk"):
-                key = f"{task.node}#{task.attempt}"
-                if seen.get(key) != task.status:
-                    seen[key] = task.status
-                    extra = f" — {task.reason}" if task.reason else ""
-                    out.write(f"  {task.node:<10} attempt {task.attempt}: {task.status}{extra}\n")
-            time.sleep(0.2)
+        run = _follow(start_run(pipeline, user, trigger="demo"), out, timeout)
+        _print_outcome(run, out)
+        for other in also:
+            ended = _follow(start_run(other, user, trigger="demo"), out, timeout)
+            out.write(f"{ended}: {ended.status}{' — ' + ended.reason if ended.reason else ''}\n")
     finally:
         if agent is not None:
             agent.stopping.set()
         if server is not None:
             server.should_exit = True
+    return run
+
+
+def _follow(run: PipelineRun, out: TextIO, timeout: float) -> PipelineRun:
+    """Advance `run` until it ends, printing each attempt's changes, then its diagnosed failures."""
+    out.write(f"Started {run} (id {run.pk}).\n")
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while not run.is_finished and time.monotonic() < deadline:
+        close_old_connections()
+        orchestrator.advance_run(run.pk)
+        run.refresh_from_db()
+        for task in run.tasks.order_by("created_at", "pk"):
+            key = f"{task.node}#{task.attempt}"
+            if seen.get(key) != task.status:
+                seen[key] = task.status
+                extra = f" — {task.reason}" if task.reason else ""
+                out.write(f"  {task.node:<10} attempt {task.attempt}: {task.status}{extra}\n")
+        time.sleep(0.2)
+    for task in run.tasks.exclude(failure_cause="").order_by("created_at", "pk"):
+        found = task.diagnosis
+        out.write(f"  {task.node}: {found['message']}\n    Next step: {found['suggestion']}\n")
+    return run
+
+
+def _print_outcome(run: PipelineRun, out: TextIO) -> None:
     out.write(f"{run}: {run.status}{' — ' + run.reason if run.reason else ''}\n")
     evaluate = run.tasks.filter(node="evaluate").order_by("-attempt").first()
     metrics = Path(evaluate.output_dir) / "metrics.json" if evaluate and evaluate.output_dir else None
@@ -148,4 +204,3 @@ def run_headless(pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 60
     if registered is not None and registered.is_file():
         data = json.loads(registered.read_text())
         out.write(f"Registered: {data['name']} version {data['version']} (alias {data['alias'] or 'none'})\n")
-    return run

@@ -18,10 +18,12 @@ from django.db.models import Q
 from django.utils import timezone, translation
 
 from apps.jobs.args import to_cli_args
+from apps.jobs.diagnosis import Facts, diagnose
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
 from apps.jobs.references import local_args
 from apps.jobs.runstate import plan_of
 from apps.projects.usage import held
+from apps.runtime import strategy as strategies
 from apps.runtime.admission import admit
 from apps.runtime.base import get_runtime, site_url
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
@@ -322,17 +324,21 @@ def build_workload(
     }
     if image is not None:
         labels["image"] = str(image.pk)
+    # The frozen node holds its strategy merged with the template's (dag.node_strategy); Horovod launches through MPI.
+    strategy = node.get("strategy") or {}
+    replicas = {k: int(v) for k, v in (template.replicas or {}).items()}
     return Workload(
         uid=f"task-{task.pk}",
         name=f"{run.project.slug}-{run.pipeline_name}-{run.number}-{task.node}-{task.attempt}",
         project=run.project.slug,
         command=[*template.command, *to_cli_args(template.args_schema, args)],
         kind=template.kind,
-        framework=template.framework,
+        framework=strategies.launch_framework(template.framework, strategy),
         image=task_image(template),
         env=env,
         workdir=str(out),
-        replicas={k: int(v) for k, v in (template.replicas or {}).items()},
+        replicas=strategies.launch_replicas(template.framework, replicas, strategy),
+        strategy=strategy,
         resources=Resources.from_json(node.get("resources")),
         timeout=int(timeout) if timeout else None,
         retries=0,  # the orchestrator retries (with backoff and a new attempt row), never the runtime
@@ -417,7 +423,10 @@ def _fail_unstartable(task: TaskRun, now, reason: str) -> None:
 
     task.status, task.reason, task.waiting_reason, task.finished_at = TaskStatus.FAILED, reason, "", now
     task.api_token = None
-    task.save(update_fields=["status", "reason", "waiting_reason", "finished_at", "api_token"])
+    found = diagnose(Facts(reason=reason))  # it never ran: its reason is all there is
+    task.failure_cause, task.failure_detail = found.cause, found.detail
+    fields = ["status", "reason", "waiting_reason", "finished_at", "api_token", "failure_cause", "failure_detail"]
+    task.save(update_fields=fields)
     run_id = task.run_id
     transaction.on_commit(lambda: advance_run.delay(run_id))  # retry or fail the run as for any failure
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import django_filters
+from django import forms
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, RunStatus, Schedule, TaskRun
-from apps.projects.filters import ProjectScopedFilterSet
-from portal.lib.forms import StyledForm
+from apps.jobs.diagnosis import cause_choices
+from apps.jobs.models import RUN_TRIGGERS, Image, JobTemplate, Pipeline, PipelineRun, RunStatus, Schedule, TaskRun
+from apps.projects.filters import ProjectScopedFilterSet, ProjectScopedListFilterSet
+from portal.lib.listing import sort_by
 
 
 class JobTemplateFilterSet(ProjectScopedFilterSet):
@@ -32,16 +34,22 @@ class ImageFilterSet(ProjectScopedFilterSet):
         fields = ["project", "name"]
 
 
-class PipelineFilterSet(ProjectScopedFilterSet):
-    class Meta:
+class PipelineFilterSet(ProjectScopedListFilterSet):
+    search_fields = ("name", "description")
+    ordering = sort_by("name", "created_at", "updated_at")
+
+    class Meta(ProjectScopedListFilterSet.Meta):
         model = Pipeline
-        fields = ["project", "name"]
+        fields = ["project", "name", "search", "ordering"]
 
 
-class PipelineRunFilterSet(ProjectScopedFilterSet):
-    class Meta:
+class PipelineRunFilterSet(ProjectScopedListFilterSet):
+    search_fields = ("pipeline_name",)
+    ordering = sort_by("number", "pipeline_name", "status", "created_at", "started_at")
+
+    class Meta(ProjectScopedListFilterSet.Meta):
         model = PipelineRun
-        fields = ["project", "status", "pipeline", "trigger", "schedule"]
+        fields = ["project", "search", "status", "pipeline", "trigger", "schedule", "ordering"]
 
 
 class RunListFilterSet(PipelineRunFilterSet):
@@ -49,16 +57,28 @@ class RunListFilterSet(PipelineRunFilterSet):
     types in the page's box) where the API takes the pipeline's id."""
 
     status = django_filters.ChoiceFilter(label=_("Status"), choices=RunStatus.choices, empty_label=_("Any status"))
-    pipeline = django_filters.CharFilter(field_name="pipeline_name", lookup_expr="icontains", label=_("Pipeline"))
+    pipeline = django_filters.CharFilter(
+        field_name="pipeline_name",
+        lookup_expr="icontains",
+        label=_("Pipeline"),
+        widget=forms.TextInput(attrs={"placeholder": _("Pipeline")}),
+    )
+    trigger = django_filters.ChoiceFilter(
+        label=_("Trigger"), choices=list(RUN_TRIGGERS.items()), empty_label=_("Any trigger")
+    )
 
     class Meta(PipelineRunFilterSet.Meta):
-        form = StyledForm
+        fields = ["search", "status", "pipeline", "trigger", "ordering"]
 
 
 class TaskRunFilterSet(ProjectScopedFilterSet):
+    cause = django_filters.ChoiceFilter(
+        field_name="failure_cause", choices=cause_choices, label=_("Diagnosed cause of its failure")
+    )
+
     class Meta:
         model = TaskRun
-        fields = ["project", "run", "node", "status"]
+        fields = ["project", "run", "node", "status", "cause"]
 
 
 class ScheduleFilterSet(ProjectScopedFilterSet):

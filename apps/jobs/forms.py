@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import json
+import shlex
+from typing import Any
+
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -111,4 +115,92 @@ class RegistryCredentialsForm(forms.ModelForm):
 
 
 class ImageForm(StyledFormMixin, RegistryCredentialsForm):
-    """The image form of the pages."""
+    """The image form of the pages (the instance carries the project: its names are unique there)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["description"].widget.attrs["rows"] = 2
+        if self.instance.pk is None:  # nothing stored to keep or remove yet
+            del self.fields["clear_registry_password"]
+            self.fields["registry_password"].help_text = _("Stored encrypted and never shown.")
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        same = Image.objects.filter(project=self.instance.project_id, name=name).exclude(pk=self.instance.pk)
+        if self.instance.project_id and same.exists():
+            raise forms.ValidationError(_("This project already has the image “%(name)s”.") % {"name": name})
+        return name
+
+
+class ScheduleForm(StyledFormMixin, forms.Form):
+    """A new schedule of a pipeline (its cron and time zone are checked by jobs.schedules.save_schedule)."""
+
+    cron = forms.CharField(
+        label=_("Cron"), max_length=100, initial="0 3 * * *",
+        help_text=_("minute hour day month weekday, e.g. “0 3 * * *” (every day at 03:00) or @hourly"),
+    )  # fmt: skip
+    timezone = forms.CharField(label=_("Time zone"), max_length=64, initial="UTC")
+    catchup = forms.BooleanField(label=_("Catch up the runs missed while paused"), required=False)
+
+
+class BackfillForm(StyledFormMixin, forms.Form):
+    """Past dates to run a schedule for: every date it fires at from the first day to the last, both included."""
+
+    start = forms.DateField(label=_("From"), widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(label=_("To"), widget=forms.DateInput(attrs={"type": "date"}))
+
+
+class TemplateForm(StyledFormMixin, forms.Form):
+    """A project's own job template, as people type it. `data()` turns it into what the API takes; the API's
+    serializer and jobs.services.create_template check it (one set of rules for both)."""
+
+    slug = forms.SlugField(
+        label=_("Slug"), max_length=100, help_text=_("Pipelines name it; a slug that exists gets a new version.")
+    )
+    name = forms.CharField(label=_("Name"), max_length=200)
+    category = forms.CharField(label=_("Category"), max_length=100, initial="general")
+    description = forms.CharField(label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    image = forms.CharField(label=_("Image"), max_length=200, initial="python:3.11-slim",
+                            widget=forms.TextInput(attrs={"list": "template-images"}))  # fmt: skip
+    command = forms.CharField(
+        label=_("Command"), max_length=2000, widget=forms.TextInput(attrs={"class": "font-monospace"}),
+        help_text=_("The entrypoint, as a shell would split it, e.g. python train.py; arguments follow as --flags."),
+    )  # fmt: skip
+    args_schema = forms.CharField(
+        label=_("Argument schema (JSON Schema)"), required=False, initial='{"type": "object", "properties": {}}',
+        widget=forms.Textarea(attrs={"rows": 6, "class": "font-monospace", "spellcheck": "false"}),
+    )  # fmt: skip
+    cpu = forms.CharField(label=_("CPU"), required=False, max_length=20, initial="1")
+    memory = forms.CharField(label=_("Memory"), required=False, max_length=20, initial="1Gi")
+    gpu = forms.CharField(label=_("GPU"), required=False, max_length=20, initial="0")
+    side_effects = forms.BooleanField(
+        label=_("Has side effects (never taken from the cache)"), required=False,
+        help_text=_("For steps that register, deploy or notify."),
+    )  # fmt: skip
+
+    def clean_command(self) -> list[str]:
+        try:
+            parts = shlex.split(self.cleaned_data["command"])
+        except ValueError as exc:
+            raise forms.ValidationError(_("The command cannot be split: %(e)s") % {"e": exc}) from None
+        if not parts:
+            raise forms.ValidationError(_("Give the command to run."))
+        return parts
+
+    def clean_args_schema(self) -> dict:
+        text = self.cleaned_data.get("args_schema", "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(_("Not JSON: %(e)s") % {"e": exc}) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(_("Give a JSON object."))
+        return value
+
+    def data_for_api(self, project_slug: str) -> dict:
+        data = dict(self.cleaned_data)
+        resources = {key: data.pop(key) for key in ("cpu", "memory", "gpu")}
+        data["resources"] = {key: value for key, value in resources.items() if value not in ("", None)}
+        return {**data, "project": project_slug}

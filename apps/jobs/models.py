@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext
 
 from apps.projects.querysets import TenantQuerySet
 from portal.lib.fields import EncryptedText
@@ -81,6 +82,10 @@ class Image(models.Model):
         return self.name
 
 
+# The msgctxt of a built-in template's name, category and description in the catalogues.
+TEMPLATE_TEXT_CONTEXT = "job template"
+
+
 class JobTemplate(models.Model):
     """A reusable step: what to run and the JSON Schema of its arguments. Built-ins have no project.
 
@@ -105,7 +110,18 @@ class JobTemplate(models.Model):
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices, default=Kind.JOB)
     framework = models.CharField(_("framework"), max_length=30, blank=True)
     replicas = models.JSONField(_("replicas per role"), default=dict, blank=True)
+    # Distributed templates: the default strategy (ddp, fsdp, deepspeed, horovod; parallelism, precision, …) that a
+    # node may override key by key; apps/runtime/strategy.py checks it, docs/distributed.md tells it.
+    strategy = models.JSONField(_("distributed strategy"), default=dict, blank=True)
     timeout = models.PositiveIntegerField(_("default timeout (s)"), null=True, blank=True)
+    side_effects = models.BooleanField(
+        _("has side effects"),
+        default=False,
+        help_text=_(
+            "Its tasks change something besides their outputs (register a model, notify, deploy): a node of it is "
+            "never taken from the cache."
+        ),
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = SharedTenantQuerySet.as_manager()
@@ -125,6 +141,26 @@ class JobTemplate(models.Model):
     @property
     def ref(self) -> str:
         return f"{self.slug}@{self.version}"
+
+    # What a person sees: a built-in's name, category and description are the fixture's English, translated here
+    # at display time (apps/jobs/builtin_text.py lists them for makemessages); a project's own are shown as typed.
+    # The stored text and the API stay language-free.
+    def _display(self, text: str) -> str:
+        if self.project_id is not None or not text:
+            return text  # pgettext("") would return the catalogue's header
+        return pgettext(TEMPLATE_TEXT_CONTEXT, text)
+
+    @property
+    def display_name(self) -> str:
+        return self._display(self.name)
+
+    @property
+    def display_category(self) -> str:
+        return self._display(self.category)
+
+    @property
+    def display_description(self) -> str:
+        return self._display(self.description)
 
 
 class FailurePolicy(models.TextChoices):
@@ -179,8 +215,10 @@ RUN_TRIGGERS = {
     "api": _("Started through the API"),
     "rerun": _("Re-run"),
     "schedule": _("Scheduled"),
+    "backfill": _("Backfill of a schedule"),
     "demo": _("Demo"),
     "study": _("Trial of a hyperparameter study"),
+    "retrain": _("Continuous training"),
 }
 
 
@@ -239,6 +277,13 @@ class PipelineRun(models.Model):
         return self.status in RUN_FINISHED
 
     @property
+    def duration(self) -> float | None:
+        """Seconds from the start to the end, or to now while it runs (None before it starts)."""
+        if self.started_at is None:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    @property
     def trigger_label(self) -> str:
         return str(RUN_TRIGGERS.get(self.trigger, self.trigger))
 
@@ -277,6 +322,11 @@ class TaskRun(models.Model):
     output_digest = models.CharField(max_length=64, blank=True)
     resources = models.JSONField(default=dict, blank=True)
     usage = models.JSONField(default=dict, blank=True)
+    # What its samples showed of how it used what it held (apps/jobs/usage_warnings.py): [{kind, replica, reason, at}]
+    resource_warnings = models.JSONField(default=list, blank=True)
+    # Why a failed attempt failed (apps/jobs/diagnosis.py): the cause of the first rule that matched, and what it saw.
+    failure_cause = models.CharField(max_length=30, blank=True, default="")
+    failure_detail = models.TextField(blank=True, default="")
     runtime = models.CharField(max_length=20, default="local")
     handle = models.CharField(max_length=200, blank=True)
     image_digest = models.CharField(
@@ -320,6 +370,13 @@ class TaskRun(models.Model):
         if self.started_at is None:
             return None
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    @property
+    def diagnosis(self) -> dict[str, str] | None:
+        """Its failure's cause, detail and next step in the active language (None: no diagnosis)."""
+        from apps.jobs.diagnosis import describe
+
+        return describe(self.failure_cause, self.failure_detail) if self.failure_cause else None
 
 
 class ILike(models.Lookup):
@@ -401,9 +458,11 @@ class LogChunk(models.Model):
 
 
 class ResourceSample(models.Model):
-    """CPU and memory (and GPU) of a task's process tree, sampled by the runtime."""
+    """CPU, memory and GPU (utilisation of the GPUs it is on, memory its processes hold; null without GPUs) of one
+    replica's process tree of a task attempt, sampled by the runtime about once a second."""
 
     task = models.ForeignKey(TaskRun, on_delete=models.CASCADE, related_name="samples")
+    replica = models.CharField(max_length=64, blank=True, default="")  # "0", or "master-0", "worker-1", …
     ts = models.DateTimeField()
     cpu_percent = models.FloatField()
     rss_bytes = models.BigIntegerField()

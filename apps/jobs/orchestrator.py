@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.datasets.models import DatasetUsage, Direction
+from apps.jobs.diagnosis import diagnose_task
 from apps.jobs.dispatcher import RUN_RELATED, dispatch, revoke_task_tokens, revoke_tokens_of_ended_tasks
 from apps.jobs.logs import run_log_group
 from apps.jobs.models import (
@@ -76,7 +77,7 @@ def digest_dir(path: str) -> str:
 def latest_tasks(run: PipelineRun) -> dict[str, TaskRun]:
     """The newest attempt of each node, as full rows (pages; the orchestrator reads `node_states`)."""
     latest: dict[str, TaskRun] = {}
-    for task in run.tasks.order_by("node", "attempt"):
+    for task in run.tasks.select_related("cached_from__run").order_by("node", "attempt"):
         latest[task.node] = task
     return latest
 
@@ -89,6 +90,8 @@ def cache_key(node: dict[str, Any], upstream: dict[str, TaskRun]) -> str:
         "inputs": {name: task.output_digest for name, task in sorted(upstream.items())},
         "datasets": {arg: pinned["digest"] for arg, pinned in sorted((node.get("datasets") or {}).items())},
     }
+    if node.get("strategy"):  # precision or accumulation change what is trained; only where there is one
+        payload["strategy"] = node["strategy"]
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -144,6 +147,10 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
     if new == TaskStatus.SUCCEEDED:
         task.output_digest = digest_dir(task.output_dir)
         fields.append("output_digest")
+    elif new == TaskStatus.FAILED:  # its log's last lines and its samples are stored before its end is reported
+        found = diagnose_task(task, task.exit_code, task.reason, status.usage)
+        task.failure_cause, task.failure_detail = found.cause, found.detail
+        fields += ["failure_cause", "failure_detail"]
     task.save(update_fields=fields)
     if task.api_token_id:
         ended.append(task.api_token_id)  # revoked in the same transaction

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.jobs.models import TASK_ACTIVE, Image, ResourceSample, TaskRun, TaskStatus
+from apps.jobs.usage_warnings import UsageWatch
 from apps.runtime import hooks
 from apps.runtime.hooks import RegistryCredentials
 from apps.runtime.models import progress_marker
@@ -42,7 +43,9 @@ class TaskSink:
     RETRY_SECONDS = 1.0
     CLOSE_ATTEMPTS = 10  # then the task's end is recorded anyway: a database that is down loses the last lines
 
-    def __init__(self, task: TaskRun, secrets: list[str] | None = None) -> None:
+    def __init__(
+        self, task: TaskRun, secrets: list[str] | None = None, memory_limit: int = 0, replicas: int = 1
+    ) -> None:
         from apps.jobs.logindex import shared_indexer
         from apps.jobs.logs import LogWriter
 
@@ -50,6 +53,9 @@ class TaskSink:
         # Secret values are masked in every stored line; PostgreSQL indexes the lines once they are live.
         self.writer = LogWriter(task, secrets or (), indexer=shared_indexer())
         self.samples: list[ResourceSample] = []
+        self.watch = UsageWatch(memory_limit)
+        self.warnings: list[dict[str, str]] = []
+        self.replicas = max(replicas, 1)  # samples are stored ten ticks at a time, whatever the replicas
         self._chunks: queue.Queue[tuple[str, str, list[str], datetime] | None] = queue.Queue(self.QUEUED_CHUNKS)
         # Started with the first line: a task that prints nothing (many a pipeline step) costs no thread.
         self._storer: threading.Thread | None = None
@@ -94,12 +100,41 @@ class TaskSink:
             time.sleep(self.RETRY_SECONDS)
             return False
 
-    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+    def sample(
+        self,
+        cpu_percent: float,
+        rss_bytes: int,
+        *,
+        replica: str = "",
+        gpu_percent: float | None = None,
+        gpu_memory_bytes: int | None = None,
+    ) -> None:
+        """One replica's sample; a warning it raises is stored at once (the run page shows it while it runs)."""
+        ts = timezone.now()
         self.samples.append(
-            ResourceSample(task=self.task, ts=timezone.now(), cpu_percent=round(cpu_percent, 1), rss_bytes=rss_bytes)
+            ResourceSample(
+                task=self.task,
+                replica=replica,
+                ts=ts,
+                cpu_percent=round(cpu_percent, 1),
+                rss_bytes=rss_bytes,
+                gpu_percent=None if gpu_percent is None else round(gpu_percent, 1),
+                gpu_memory_bytes=gpu_memory_bytes,
+            )
         )
-        if len(self.samples) >= 10:
+        raised = self.watch.observe(replica, ts, rss_bytes, gpu_percent)
+        if raised:
+            self.warnings += raised
+            self._store_warnings()
+        if len(self.samples) >= 10 * self.replicas:
             self._flush_samples()
+
+    def _store_warnings(self) -> None:
+        try:
+            TaskRun.objects.filter(pk=self.task.pk).update(resource_warnings=self.warnings)
+        except DatabaseError:  # a sample is not worth failing the task's supervision; the next warning retries
+            logger.warning("could not store the resource warnings of task %s", self.task.pk, exc_info=True)
+            connection.close()
 
     def close(self) -> None:
         """Store everything the task printed (the run sees its last lines before it sees it end)."""
@@ -128,7 +163,8 @@ class TaskListener(hooks.Listener):
             task = TaskRun(pk=task_id, run_id=run_id, node=labels["node"], attempt=int(labels["attempt"]))
         else:  # submitted by an older portal
             task = TaskRun.objects.only("id", "run_id", "node", "attempt").get(pk=int(labels["task_run"]))
-        sink = TaskSink(task, list(secrets.values))
+        replicas = sum(int(n) for n in workload.replicas.values()) if workload.kind == "distributed" else 1
+        sink = TaskSink(task, list(secrets.values), workload.resources.memory_bytes or 0, replicas)
         if secrets.missing:  # deleted between dispatch and start: the task runs without it and its log says why
             sink.write_many(
                 "0", "stderr", [f"portal: secret {name} no longer exists; not set" for name in secrets.missing]

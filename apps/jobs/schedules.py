@@ -17,6 +17,7 @@ from apps.jobs.models import RUN_FINISHED, RunStatus, Schedule
 
 log = logging.getLogger("portal.schedules")
 MAX_CATCHUP = 100  # never start more than this many missed runs in one tick
+MAX_BACKFILL = 50  # runs one backfill may start: a wider range is refused, not cut short silently
 
 
 def cron_fields_ok(cron: str) -> bool:
@@ -59,6 +60,61 @@ def save_schedule(schedule: Schedule | None = None, **fields: Any) -> Schedule:
     schedule.project = schedule.pipeline.project
     schedule.save()
     return schedule
+
+
+def delete_schedule(schedule: Schedule) -> None:
+    """Delete a schedule; the runs it started stay (their `schedule` is cleared)."""
+    schedule.delete()
+
+
+def next_dates(schedule: Schedule, count: int = 5, now: datetime | None = None) -> list[datetime]:
+    """The next `count` dates the schedule fires at (from its start date when that is later than now), in its time
+    zone; [] when it is paused or cannot be evaluated."""
+    if not schedule.enabled or not cron_fields_ok(schedule.cron):
+        return []
+    try:
+        tz = ZoneInfo(schedule.timezone)
+        it = croniter(schedule.cron, max(now or timezone.now(), schedule.start_date).astimezone(tz))
+        return [it.get_next(datetime) for _ in range(count)]
+    except (CroniterError, ZoneInfoNotFoundError, ValueError):
+        return []
+
+
+def backfill_dates(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
+    """The schedule's dates from `start` to `end` (both included), at most MAX_BACKFILL; ValidationError keyed by
+    field for a reversed or future range, or one holding more dates."""
+    now = timezone.now()
+    if end < start:
+        raise ValidationError({"end": [_("The end comes before the start.")]})
+    if end > now:
+        raise ValidationError({"end": [_("A backfill runs past dates; the end is in the future.")]})
+    tz = ZoneInfo(schedule.timezone)
+    it = croniter(schedule.cron, (start - timedelta(microseconds=1)).astimezone(tz))
+    dates: list[datetime] = []
+    while (date := it.get_next(datetime)) <= end:
+        dates.append(date)
+        if len(dates) > MAX_BACKFILL:
+            raise ValidationError({"start": [
+                _("More than %(n)d dates fall in this range: backfill at most %(n)d at a time.") % {"n": MAX_BACKFILL}
+            ]})  # fmt: skip
+    if not dates:
+        raise ValidationError({"start": [_("The schedule fires at no date in this range.")]})
+    return dates
+
+
+def backfill(schedule: Schedule, user: Any, start: datetime, end: datetime) -> list[Any]:
+    """Start one run of the schedule's pipeline per date it fires at from `start` to `end` (each run's logical date
+    is that date, trigger "backfill"), oldest first; dates that already have a run of this schedule are skipped.
+    Returns the runs started. The queue, quotas and capacity pace them like any runs."""
+    from apps.jobs.services import start_run
+
+    dates = backfill_dates(schedule, start, end)
+    done = set(schedule.runs.filter(logical_date__in=dates).values_list("logical_date", flat=True))
+    return [
+        start_run(schedule.pipeline, user, trigger="backfill", schedule=schedule, logical_date=date)
+        for date in dates
+        if date not in done
+    ]
 
 
 def due_dates(schedule: Schedule, now: datetime) -> list[datetime]:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.jobs.args import validate_args_schema, with_order
-from apps.jobs.dag import validate_spec
+from apps.jobs.dag import TEMPLATE_REF_RE, node_strategy, validate_spec
 from apps.jobs.models import (
     RUN_FINISHED,
     TASK_ACTIVE,
@@ -38,6 +38,8 @@ from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.admission import node_limits
 from apps.runtime.base import get_runtime
+from apps.runtime.strategy import StrategyError
+from apps.runtime.strategy import describe as describe_strategy
 
 
 def resolve_template(project: Project, ref: str) -> JobTemplate | None:
@@ -116,6 +118,28 @@ def save_pipeline(
     return pipeline
 
 
+def copy_name(project: Project, name: str) -> str:
+    """A free name for a copy of the pipeline `name`: "<name>-copy", then "<name>-copy-2"…"""
+    base = f"{name[:90]}-copy"
+    taken = set(Pipeline.objects.filter(project=project, name__startswith=base).values_list("name", flat=True))
+    return next(n for n in (base, *(f"{base}-{i}" for i in range(2, 10_000))) if n not in taken)
+
+
+def duplicate_pipeline(pipeline: Pipeline, user: Any, name: str = "") -> Pipeline:
+    """A new pipeline of the same project with the same spec, description and layout, named `name` (or a free
+    "<name>-copy"); its runs and schedules stay with the original."""
+    return save_pipeline(
+        pipeline.project, user, name=name.strip() or copy_name(pipeline.project, pipeline.name), spec=pipeline.spec,
+        description=pipeline.description, layout=pipeline.layout,
+    )  # fmt: skip
+
+
+def delete_pipeline(pipeline: Pipeline) -> None:
+    """Delete a pipeline and its schedules. Its runs stay, with their logs, under the pipeline's name (a run keeps
+    the spec it froze); studies and labeling projects that started it forget it."""
+    pipeline.delete()
+
+
 def next_template_version(project: Project, slug: str) -> int:
     latest = JobTemplate.objects.filter(project=project, slug=slug).aggregate(v=Max("version"))["v"]
     return (latest or 0) + 1
@@ -126,17 +150,59 @@ def create_template(*, project: Project, slug: str, **fields: Any) -> JobTemplat
     frozen run keeps naming exactly what it ran. The argument schema is checked and kept in the author's order."""
     schema = fields.pop("args_schema", None) or {}
     validate_args_schema(schema)
+    if fields.get("strategy") is not None:
+        fields["strategy"] = template_strategy(fields)
     version = next_template_version(project, slug)
     return JobTemplate.objects.create(
         project=project, slug=slug, version=version, args_schema=with_order(schema), **fields
     )
 
 
-def _freeze(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec a run executes: validated now, every node bound to an exact template row."""
+def strategy_layouts(project: Project, spec: Any) -> dict[str, str]:
+    """{node: "world 8 = dp 2 × tp 2 × pp 2, fsdp, bf16"} for every node with a strategy that can run as written
+    (other nodes, and nodes whose strategy or template is wrong, are left out: their errors say why)."""
+    layouts: dict[str, str] = {}
+    nodes = spec.get("nodes") if isinstance(spec, dict) else None
+    for node in nodes if isinstance(nodes, list) else []:
+        if not (isinstance(node, dict) and isinstance(node.get("name"), str) and isinstance(node.get("template"), str)):
+            continue
+        template = resolve_template(project, node["template"]) if TEMPLATE_REF_RE.match(node["template"]) else None
+        overrides = node.get("resources") if isinstance(node.get("resources"), dict) else {}
+        if template is None or template.kind != "distributed":
+            continue
+        resources = {**(template.resources or {}), **{k: v for k, v in overrides.items() if v is not None}}
+        try:
+            found = node_strategy(template, node.get("strategy"), resources)
+        except (StrategyError, TypeError):
+            continue
+        if found:
+            layouts[node["name"]] = describe_strategy(*found)
+    return layouts
+
+
+def template_strategy(fields: dict[str, Any]) -> dict[str, Any]:
+    """A template's strategy, normalized and checked against its replicas, default resources and command; a
+    ValidationError keyed `strategy.<field>` (or `strategy`) otherwise."""
+    if not isinstance(fields.get("strategy"), dict):
+        raise ValidationError({"strategy": [_("Must be a mapping of the strategy's fields.")]})
+    if not fields["strategy"]:
+        return {}
+    template = JobTemplate(**{k: v for k, v in fields.items() if k != "project"})
+    try:
+        found = node_strategy(template, {}, template.resources or {})
+    except StrategyError as exc:
+        raise ValidationError({exc.key: [exc.message]}) from None
+    return found[0] if found else {}
+
+
+def _freeze(project: Project, spec: dict[str, Any], *, ignore_cache: bool = False) -> dict[str, Any]:
+    """The spec a run executes: validated now, every node bound to an exact template row. A node of a template with
+    side effects, or every node when asked to ignore the cache, says `cache: false` in it (and runs)."""
     frozen, templates, versions = _normalize(project, spec)
     for node in frozen["nodes"]:
         node["template_id"] = templates[node["name"]].pk
+        if ignore_cache or templates[node["name"]].side_effects:
+            node["cache"] = False
         if node["name"] in versions:
             pin(node, versions[node["name"]])
     return frozen
@@ -171,8 +237,9 @@ def start_run(
     trigger: str = "manual",
     schedule: Any = None,
     logical_date: Any = None,
+    ignore_cache: bool = False,
 ) -> PipelineRun:
-    """Freeze the pipeline into a run and queue it."""
+    """Freeze the pipeline into a run and queue it (with `ignore_cache`, no node is taken from the cache)."""
     return start_spec_run(
         pipeline.project,
         user,
@@ -182,6 +249,7 @@ def start_run(
         trigger=trigger,
         schedule=schedule,
         logical_date=logical_date,
+        ignore_cache=ignore_cache,
     )
 
 
@@ -195,12 +263,16 @@ def start_spec_run(
     trigger: str = "manual",
     schedule: Any = None,
     logical_date: Any = None,
+    ignore_cache: bool = False,
+    permission_checked: bool = False,
 ) -> PipelineRun:
     """Freeze `spec` (validated as a pipeline's) into a run named `name` and queue it: a saved pipeline's run, or
-    one whose spec was made for it (a study's trial: its template with the trial's values filled in)."""
-    if user is not None and not has_project_perm(user, project, CONTRIBUTE):
+    one whose spec was made for it (a study's trial: its template with the trial's values filled in).
+    `permission_checked`: the caller has just checked that `user` may start runs here (a study's pass, once for the
+    trials it starts)."""
+    if user is not None and not permission_checked and not has_project_perm(user, project, CONTRIBUTE):
         raise PermissionDenied(_("Your role in this project does not allow starting runs."))
-    spec = _freeze(project, spec)
+    spec = _freeze(project, spec, ignore_cache=ignore_cache)
     with transaction.atomic():
         run = _create_run(
             project,
@@ -274,7 +346,9 @@ def cancel_run(run: PipelineRun) -> PipelineRun:
 
 def rerun_from(run: PipelineRun, user: Any, node: str | None = None) -> PipelineRun:
     """A new run of the same frozen spec. Nodes that are not `node` or downstream of it, and that
-    succeeded before, reuse their outputs; without `node`, every node that did not succeed runs again."""
+    succeeded before, reuse their outputs; without `node`, every node that did not succeed runs again. The nodes
+    that run again really run: the new run's spec takes them out of the cache (`cache: false`), or a node whose
+    inputs did not change would be 'cached' from the very task it was asked to re-run."""
     if not run.is_finished:
         # Its tasks are still moving: a new run would start the same nodes again alongside them.
         raise ValidationError({"status": [_("Wait for the run to finish, or cancel it, before running it again.")]})
@@ -294,7 +368,10 @@ def rerun_from(run: PipelineRun, user: Any, node: str | None = None) -> Pipeline
             user,
             pipeline=run.pipeline,
             pipeline_name=run.pipeline_name,
-            spec=run.spec,
+            spec={
+                **run.spec,
+                "nodes": [{**n, "cache": False} if n["name"] in rerun_nodes else n for n in run.spec["nodes"]],
+            },
             priority=run.priority,
             trigger="rerun",
             rerun_of=run,

@@ -16,6 +16,7 @@ from apps.knowledge import prompts, services
 from apps.knowledge.llm import Endpoint, LLMError, stream_chat
 from apps.knowledge.models import KnowledgeBase
 from apps.serving.llm import ChatError, client_for
+from portal.lib.outbound import private_address, refusal
 
 NOT_FOUND = prompts.NOT_FOUND
 
@@ -30,6 +31,8 @@ def endpoint_for(kb: KnowledgeBase) -> Endpoint | None:
         raise ValidationError(
             {"llm_url": [_("This knowledge base has no LLM endpoint: set one in its settings to get answers.")]}
         )
+    if found := private_address(kb.llm_url):  # the name may resolve somewhere else than when it was saved
+        raise ValidationError({"llm_url": [refusal(found)]})
     key = ""
     if kb.llm_key_secret:
         secret = kb.project.secrets.filter(name=kb.llm_key_secret).first()

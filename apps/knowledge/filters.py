@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 from apps.knowledge.models import Document, KnowledgeBase
 from apps.projects.filters import ProjectScopedFilterSet
+from portal.lib.listing import IdFilter
 
 
 class KnowledgeBaseFilterSet(ProjectScopedFilterSet):
@@ -21,7 +22,7 @@ class KnowledgeBaseFilterSet(ProjectScopedFilterSet):
 
 
 class DocumentFilterSet(ProjectScopedFilterSet):
-    knowledge_base = django_filters.NumberFilter(field_name="knowledge_base_id", label=_("Knowledge base"))
+    knowledge_base = IdFilter(field_name="knowledge_base_id", label=_("Knowledge base"))
     name = django_filters.CharFilter(lookup_expr="icontains")
     tag = django_filters.CharFilter(method="filter_tag", label=_("Tag"))
 

@@ -24,6 +24,7 @@ from apps.knowledge.models import Chunk, Document, KnowledgeBase, KnowledgeBaseS
 from apps.projects.events import publish_event
 from apps.projects.models import Project
 from apps.serving.models import Framework, InferenceService
+from portal.lib.outbound import private_address, refusal
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ def _llm_service(project: Project, value: Any) -> Any:
 
 def _check_llm(project: Project, fields: dict[str, Any]) -> None:
     url, model, secret = fields.get("llm_url", ""), fields.get("llm_model", ""), fields.get("llm_key_secret", "")
+    if url and (found := private_address(url, resolve=False)):
+        raise ValidationError({"llm_url": [refusal(found)]})
     if url and not model:
         raise ValidationError({"llm_model": [_("Name the model the endpoint serves.")]})
     if secret and not project.secrets.filter(name=secret).exists():

@@ -13,6 +13,7 @@ starting"); an answer Label Studio refuses is `LabelStudioError` with its status
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,15 +139,17 @@ class LabelStudio:
         return self._send("POST", f"/api/projects/{project_id}/import", params={"return_task_ids": "true"}, json=tasks)
 
     # --- tasks (SDK: tasks.*) ----------------------------------------------------------------------------------
-    def list_tasks(self, project_id: int, *, fields: str = "all", page_size: int = 500) -> Iterator[dict[str, Any]]:
-        """Every task of a project (SDK: tasks.list): `/api/tasks/` answers {"total", "tasks"} a page at a time."""
+    def list_tasks(
+        self, project_id: int, *, fields: str = "all", page_size: int = 500, query: dict[str, Any] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every task of a project (SDK: tasks.list), or those the Data Manager `query` ({"filters": …}) selects:
+        `/api/tasks/` answers {"total", "tasks"} a page at a time."""
         page, seen = 1, 0
+        params: dict[str, Any] = {"project": project_id, "fields": fields, "page_size": page_size}
+        if query is not None:
+            params["query"] = json.dumps(query)
         while True:
-            answer = self._send(
-                "GET",
-                "/api/tasks/",
-                params={"project": project_id, "fields": fields, "page_size": page_size, "page": page},
-            )
+            answer = self._send("GET", "/api/tasks/", params={**params, "page": page})
             tasks = answer.get("tasks", [])
             yield from tasks
             seen += len(tasks)

@@ -56,3 +56,12 @@ def train(pk: int) -> None:
         logger.warning("labeling project %s: START_TRAINING refused: %s", pk, exc)
         return
     logger.info("labeling project %s: START_TRAINING started run %s on %s", pk, made.run_id, made.version.ref)
+
+
+@shared_task(ignore_result=True)
+def complete_demo(project_id: int, user_id: int | None, until: float) -> None:
+    """The demo's labeling project, made as Label Studio, the portal and the digits service come up
+    (`demo.complete`: it queues itself again while a step must wait)."""
+    from apps.labeling import demo
+
+    demo.complete(project_id, user_id, until)

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 from apps.models.models import Experiment, ModelAlias, ModelVersion, RegisteredModel, Run
-from apps.projects.filters import ProjectScopedFilterSet
+from apps.projects.filters import ProjectScopedFilterSet, ProjectScopedListFilterSet
+from portal.lib.listing import sort_by
 
 
-class ExperimentFilterSet(ProjectScopedFilterSet):
-    class Meta:
+class ExperimentFilterSet(ProjectScopedListFilterSet):
+    search_fields = ("name",)
+    ordering = sort_by("name", "creation_time", "last_update_time")
+
+    class Meta(ProjectScopedListFilterSet.Meta):
         model = Experiment
-        fields = ["project", "name", "lifecycle_stage"]
+        fields = ["project", "name", "search", "lifecycle_stage", "ordering"]
 
 
 class TrackingRunFilterSet(ProjectScopedFilterSet):
@@ -19,10 +23,13 @@ class TrackingRunFilterSet(ProjectScopedFilterSet):
         fields = ["project", "experiment", "status", "lifecycle_stage"]
 
 
-class RegisteredModelFilterSet(ProjectScopedFilterSet):
-    class Meta:
+class RegisteredModelFilterSet(ProjectScopedListFilterSet):
+    search_fields = ("name", "description")
+    ordering = sort_by("name", "creation_timestamp", "last_updated_timestamp")
+
+    class Meta(ProjectScopedListFilterSet.Meta):
         model = RegisteredModel
-        fields = ["project", "name"]
+        fields = ["project", "name", "search", "ordering"]
 
 
 class ModelVersionFilterSet(ProjectScopedFilterSet):

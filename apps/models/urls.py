@@ -14,6 +14,7 @@ urlpatterns: list = [
     path(P + "experiments/<int:pk>/runs.csv", experiments.experiment_export, name="experiment-export"),
     path(P + "tracking-runs/compare/", experiments.run_compare, name="run-compare"),
     path(P + "tracking-runs/<int:pk>/", runs.run_detail, name="run-detail"),
+    path(P + "tracking-runs/<int:pk>/register/", runs.run_register, name="run-register"),
     path(P + "tracking-runs/<int:pk>/artifacts/", runs.run_artifacts, name="run-artifacts"),
     path(P + "tracking-runs/<int:pk>/artifacts/download/", runs.run_artifact_download, name="run-artifact-download"),
     path(P + "models/", registry.model_list, name="model-list"),

@@ -12,12 +12,14 @@ A server that does not answer is not idle: the runtime's listener records how it
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import requests
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone, translation
 from django.utils.dateparse import parse_datetime
@@ -34,6 +36,23 @@ logger = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 3.0
 POLL_THREADS = 8
+
+# Called with each notebook the culler stopped, after the commit: how a higher app (apps/alerts) hears of it
+# without this one importing it. A listener must be quick and must not raise.
+_culled: list[Callable[[Notebook], None]] = []
+
+
+def on_culled(listener: Callable[[Notebook], None]) -> None:
+    if listener not in _culled:
+        _culled.append(listener)
+
+
+def _notify_culled(nb: Notebook) -> None:
+    for listener in _culled:
+        try:
+            listener(nb)
+        except Exception:
+            logger.exception("notebook-culled listener %s failed for notebook %s", listener, nb.pk)
 
 
 @dataclass(frozen=True)
@@ -141,6 +160,8 @@ def cull_idle_notebooks(now: datetime | None = None) -> dict[str, int]:
                     "reason": _("stopped after %(n)d minutes idle") % {"n": minutes},
                 }
             notify(nb.owner, message, url=services.page_url(nb))
+            if _culled:
+                transaction.on_commit(lambda nb=nb: _notify_culled(nb))
             stopped += 1
         elif idle >= timeout - warning and nb.idle_warned_at is None and not active_now:
             left = max(int((timeout - idle).total_seconds() // 60), 1)

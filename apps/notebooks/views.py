@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 
 from apps.notebooks import services
 from apps.notebooks.culler import effective_timeout
+from apps.notebooks.filters import NotebookFilterSet
 from apps.notebooks.forms import NotebookForm, NotebookSettingsForm
 from apps.notebooks.models import Notebook
 from apps.projects.access import project_view
@@ -23,6 +24,7 @@ from apps.projects.permissions import CHANGE, CONTRIBUTE, VIEW, has_project_perm
 from apps.projects.services import UNCHANGED
 from apps.runtime.workload import format_memory
 from portal.lib.forms import add_service_errors
+from portal.lib.listing import listing
 
 
 class Row:
@@ -46,16 +48,21 @@ def _rows(request: HttpRequest, project: Project, notebooks) -> list[Row]:
 
 @project_view(VIEW, methods=("GET",))
 def notebook_list(request: HttpRequest, project: Project) -> HttpResponse:
-    notebooks = Notebook.objects.filter(project=project).select_related("owner", "project").order_by("owner", "name")
-    rows = _rows(request, project, notebooks)
+    notebooks = (
+        Notebook.objects.filter(project=project)
+        .select_related("owner", "project")
+        .order_by("owner__username", "name", "pk")
+    )
+    found = listing(request, NotebookFilterSet, notebooks)
     context = {
         "project": project,
-        "rows": rows,
+        "listing": found,
+        "rows": _rows(request, project, found.page.object_list),
         "can_create": has_project_perm(request.user, project, CONTRIBUTE),
     }
     if request.htmx:
-        return render(request, "notebooks/partials/table.html", context)
-    return render(request, "notebooks/notebook_list.html", context)
+        return render(request, "notebooks/partials/table.html", context, status=found.status)
+    return render(request, "notebooks/notebook_list.html", context, status=found.status)
 
 
 @project_view(CONTRIBUTE)

@@ -14,6 +14,8 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from apps.projects.models import Membership, Project, ProjectSecret
+from portal.lib.forms import StyledForm
+from portal.lib.listing import ListFilterSet
 
 
 class ProjectScopedFilterSet(django_filters.rest_framework.FilterSet):
@@ -31,6 +33,14 @@ class ProjectScopedFilterSet(django_filters.rest_framework.FilterSet):
     def filter_project(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         path = self.project_path or getattr(queryset.model, "tenant_path", "project")
         return queryset.filter(slug=value) if path == "pk" else queryset.filter(**{f"{path}__slug": value})
+
+
+class ProjectScopedListFilterSet(ListFilterSet, ProjectScopedFilterSet):
+    """A list that scales (portal/lib/listing.py): `?search=`, `?ordering=` and `?project=`, with a form a page
+    renders (StyledForm)."""
+
+    class Meta:
+        form = StyledForm
 
 
 class ProjectFilterSet(ProjectScopedFilterSet):

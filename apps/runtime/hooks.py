@@ -27,11 +27,21 @@ if TYPE_CHECKING:  # usage.py reads the describers registered here
 
 class Sink(Protocol):
     """Where a workload's output goes. It keeps its own batching delays: the agent only hands it lines and
-    samples, and closes it when the workload ends."""
+    samples, and closes it when the workload ends. A sample is one replica's (`replica`: "0" for a lone one) at one
+    tick: CPU % of one core and resident bytes of its process tree, and its GPU utilisation % and GPU memory bytes
+    (None where the machine has no GPU, or the replica asked for none and uses none)."""
 
     def write_many(self, replica: str, stream: str, texts: list[str]) -> None: ...
 
-    def sample(self, cpu_percent: float, rss_bytes: int) -> None: ...
+    def sample(
+        self,
+        cpu_percent: float,
+        rss_bytes: int,
+        *,
+        replica: str = "",
+        gpu_percent: float | None = None,
+        gpu_memory_bytes: int | None = None,
+    ) -> None: ...
 
     def close(self) -> None: ...
 
@@ -103,6 +113,21 @@ def describer(label: str) -> Describer:
     return _describers[label]
 
 
+# What a workload uses now, measured (the capacity page, a project's overview): the measurer of a label sets
+# `measured` (apps/runtime/usage.py `Measured`) on the holders carrying that label from what its samples say, in a
+# fixed number of queries; a holder nobody measures has none.
+_measurers: dict[str, Describer] = {}
+
+
+def register_measurer(label: str, measure: Describer) -> None:
+    """Called from an AppConfig.ready(): active workloads labelled `label` are measured by `measure`."""
+    _measurers[label] = measure
+
+
+def measurers() -> dict[str, Describer]:
+    return dict(_measurers)
+
+
 @dataclass(frozen=True)
 class RegistryCredentials:
     """What a private registry's dockerconfigjson Secret holds for an image (`registry` empty: the image's own)."""
@@ -154,7 +179,15 @@ class DiscardSink:
     def write_many(self, replica: str, stream: str, texts: list[str]) -> None:
         pass
 
-    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+    def sample(
+        self,
+        cpu_percent: float,
+        rss_bytes: int,
+        *,
+        replica: str = "",
+        gpu_percent: float | None = None,
+        gpu_memory_bytes: int | None = None,
+    ) -> None:
         pass
 
     def close(self) -> None:

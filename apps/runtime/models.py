@@ -123,6 +123,7 @@ class Operator(models.TextChoices):
     VOLCANO = "volcano", "Volcano"
     KSERVE = "kserve", "KServe"
     KUBERAY = "kuberay", "KubeRay"
+    SPARK = "spark-operator", _("Spark operator")
 
 
 class Cluster(models.Model):

@@ -42,7 +42,15 @@ class TailSink:
             self.lines.extend(text[:MAX_LINE] for text in texts)
             self.dirty = True
 
-    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+    def sample(
+        self,
+        cpu_percent: float,
+        rss_bytes: int,
+        *,
+        replica: str = "",
+        gpu_percent: float | None = None,
+        gpu_memory_bytes: int | None = None,
+    ) -> None:
         pass  # usage is not kept unless a subclass wants it
 
     def close(self) -> None:

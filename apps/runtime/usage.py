@@ -81,6 +81,56 @@ class ResourceAmounts:
 
 
 @dataclass
+class Measured:
+    """What workloads use now, from their latest samples (not what they asked for): CPU in cores, resident memory,
+    GPU memory in bytes and the mean utilisation of the GPUs they are on (None: no GPU sampled)."""
+
+    cpu: float = 0.0
+    memory_bytes: float = 0.0
+    gpu_memory_bytes: float | None = None
+    gpu_percent: float | None = None
+    replicas: int = 0
+    gpu_replicas: int = 0  # of which sampled a GPU (the utilisation's weight)
+
+    def add(self, other: Measured) -> None:
+        """Sums; the GPU utilisation is the mean over the replicas that sampled one (a share, not a sum)."""
+        if other.gpu_percent is not None:
+            weight = other.gpu_replicas or max(other.replicas, 1)
+            total = (self.gpu_percent or 0.0) * self.gpu_replicas + other.gpu_percent * weight
+            self.gpu_replicas += weight
+            self.gpu_percent = total / self.gpu_replicas
+        if other.gpu_memory_bytes is not None:
+            self.gpu_memory_bytes = (self.gpu_memory_bytes or 0) + other.gpu_memory_bytes
+        self.cpu += other.cpu
+        self.memory_bytes += other.memory_bytes
+        self.replicas += other.replicas
+
+    def to_json(self) -> dict[str, Any]:
+        gpu = self.gpu_percent
+        return {
+            "cpu": round(self.cpu, 2),
+            "memory_bytes": int(self.memory_bytes),
+            "gpu_percent": None if gpu is None else round(gpu, 1),
+            "gpu_memory_bytes": None if self.gpu_memory_bytes is None else int(self.gpu_memory_bytes),
+            "replicas": self.replicas,
+        }
+
+
+def measure(holders: Iterable[Holder]) -> Measured:
+    """Ask each label's measurer about the holders carrying it (one call per label present) and sum what they say."""
+    holders = list(holders)
+    for label, measurer in hooks.measurers().items():
+        group = [h for h in holders if label in h.labels and h.measured is None]
+        if group:
+            measurer(group)
+    total = Measured()
+    for holder in holders:
+        if holder.measured is not None:
+            total.add(holder.measured)
+    return total
+
+
+@dataclass
 class Holder(ResourceAmounts):
     """One active workload and what it holds (summed over its replicas)."""
 
@@ -98,6 +148,7 @@ class Holder(ResourceAmounts):
     user: str = ""
     url: str = ""
     project_name: str = ""
+    measured: Measured | None = None  # what it uses now (see `measure`)
 
     @property
     def kind_label(self) -> str:
@@ -190,6 +241,7 @@ class Machine:
     used: Totals = field(default_factory=Totals)
     others: Totals = field(default_factory=Totals)  # used by projects the viewer may not see
     holders: list[Holder] = field(default_factory=list)
+    measured: Measured = field(default_factory=Measured)  # what every workload on it uses now, measured
 
     @property
     def capacity(self) -> Resources:
@@ -209,6 +261,21 @@ class Machine:
             Meter(_("Memory"), self.used.memory_bytes, self.capacity.memory, kind="bytes"),
             Meter(_("GPUs"), self.used.gpu, self.capacity.gpu),
         ]
+
+    @property
+    def live_meters(self) -> list[Meter]:
+        """What the workloads use now (their latest samples) against what the machine has."""
+        meters = [
+            Meter(_("CPU cores in use"), round(self.measured.cpu, 2), self.capacity.cpu),
+            Meter(_("Memory in use"), self.measured.memory_bytes, self.capacity.memory, kind="bytes"),
+        ]
+        gpu_memory = sum(_float(g.get("memory_bytes")) for g in self.gpus)
+        if self.gpus:
+            meters.append(
+                Meter(_("GPU memory in use"), self.measured.gpu_memory_bytes or 0, gpu_memory or None, kind="bytes")
+            )
+            meters.append(Meter(_("GPU utilisation (mean, %)"), round(self.measured.gpu_percent or 0, 1), 100))
+        return meters
 
 
 @dataclass
@@ -266,7 +333,8 @@ def capacity(user: Any) -> Capacity:
     unclaimed: list[Holder] = []
     shown: list[Holder] = []
     unclaimed_others = Totals()
-    for holder in _local_rows():
+    local = _local_rows()
+    for holder in local:
         machine = machines.get(holder.agent_id) if holder.agent_id is not None else None
         if holder.agent_id is not None and machine is None:
             continue  # on a dead agent: the reconcile loop marks it lost
@@ -294,6 +362,10 @@ def capacity(user: Any) -> Capacity:
         use.holders.extend(mine)
         shown.extend(mine)
     _describe(shown)
+    measure(local)  # every workload's use counts for its machine; only the visible ones are listed
+    for holder in local:
+        if holder.measured is not None and holder.agent_id in machines:
+            machines[holder.agent_id].measured.add(holder.measured)
     return Capacity(
         machines=list(machines.values()),
         unclaimed=unclaimed,

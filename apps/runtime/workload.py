@@ -8,6 +8,8 @@ from enum import StrEnum
 from typing import Any
 
 # Resources and their parsers live in portal/lib/resources.py; these names stay importable from here.
+from apps.runtime.strategy import Layout
+from apps.runtime.strategy import check as check_strategy
 from portal.lib.resources import MAX_AMOUNT as MAX_AMOUNT
 from portal.lib.resources import MAX_MEMORY as MAX_MEMORY
 from portal.lib.resources import Resources, parse_memory
@@ -235,6 +237,8 @@ class Workload:
     # Processes per replica for frameworks that start several (PyTorch's nprocPerNode, MPI's slotsPerWorker);
     # 0 = the framework's default (for MPI: one per GPU of a worker, at least one).
     procs_per_replica: int = 0
+    # kind "distributed": how the processes share model and data (apps/runtime/strategy.py); empty = none.
+    strategy: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.node_selector = _string_map(self.node_selector, "node_selector")
@@ -256,6 +260,18 @@ class Workload:
         self.service = parse_service(self.service) if self.service else {}
         if not isinstance(self.rdma, bool):
             raise ValueError(f"rdma: must be true or false, not {self.rdma!r}")
+        if self.strategy:
+            self.strategy = self.strategy_layout()[0]
+
+    def strategy_layout(self) -> tuple[dict[str, Any], Layout]:
+        """The strategy, normalized, and its layout over this workload's replicas and GPUs. StrategyError (a
+        ValueError naming `strategy.<field>`) when it cannot run so; LookupError when there is no strategy."""
+        if not self.strategy:
+            raise LookupError("the workload has no strategy")
+        return check_strategy(
+            self.strategy, kind=self.kind, framework=self.framework, replicas=self.replicas,
+            gpus=self.resources.gpu, gpu_type=self.resources.gpu_type, command=self.command,
+        )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -8,9 +8,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from apps.projects.admin import TenantAdminMixin
+from apps.projects.admin import ReadOnlyAdminMixin, TenantAdminMixin
 from apps.serving import services
-from apps.serving.models import InferenceService, Replica, Revision
+from apps.serving.models import InferenceService, PayloadLog, Replica, Revision
 
 
 class RevisionInline(admin.TabularInline):
@@ -71,3 +71,13 @@ class RevisionAdmin(TenantAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(PayloadLog)
+class PayloadLogAdmin(ReadOnlyAdminMixin, TenantAdminMixin, admin.ModelAdmin):
+    """Logged requests (the router writes them; credentials were never logged)."""
+
+    list_display = ["request_id", "service", "revision", "status", "created_at", "labelled_at"]
+    list_filter = ["status"]
+    search_fields = ["request_id", "service__name", "service__project__slug"]
+    list_select_related = ["service", "revision"]

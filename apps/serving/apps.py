@@ -26,3 +26,8 @@ class ServingConfig(AppConfig):
 
         on_project_delete(delete_project_services)
         signals.connect()
+        from apps.models import uses
+        from apps.serving.uses import services_following, services_serving
+
+        uses.register(services_serving)
+        uses.register_alias_finder(services_following)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from apps.projects.filters import ProjectScopedFilterSet
+from apps.projects.filters import ProjectScopedFilterSet, ProjectScopedListFilterSet
 from apps.serving.models import InferenceService, Revision
+from portal.lib.listing import sort_by
 
 
-class InferenceServiceFilterSet(ProjectScopedFilterSet):
-    class Meta:
+class InferenceServiceFilterSet(ProjectScopedListFilterSet):
+    search_fields = ("name", "description")
+    ordering = sort_by("name", "created_at", "updated_at", "status")
+
+    class Meta(ProjectScopedListFilterSet.Meta):
         model = InferenceService
-        fields = ["project", "status", "stage", "framework"]
+        fields = ["project", "search", "status", "stage", "framework", "ordering"]
 
 
 class RevisionFilterSet(ProjectScopedFilterSet):

@@ -72,6 +72,21 @@ class ServiceForm(StyledFormMixin, forms.Form):
         help_text=_("Concurrent requests, or CPU use in percent of the request."),
     )
     auth = forms.ChoiceField(label=_("Authentication"), choices=InferenceService.Auth.choices)
+    payload_log_percent = forms.CharField(
+        label=_("Payload logging (percent of requests)"),
+        required=False,
+        initial="0",
+        max_length=3,
+        help_text=_("Share of inference requests kept with their answers, for ground truth and drift; 0 keeps none."),
+    )
+    payload_log_max_kb = forms.CharField(
+        label=_("Largest logged body (KiB)"), initial="64", max_length=5, required=False,
+        help_text=_("A larger request or answer keeps only its size."),
+    )  # fmt: skip
+    payload_log_keep = forms.CharField(
+        label=_("Logged requests kept per revision"), initial="10000", max_length=8, required=False,
+        help_text=_("The oldest go first."),
+    )  # fmt: skip
 
     def __init__(self, project: Any, *args: Any, service: InferenceService | None = None, **kwargs: Any) -> None:
         if service is not None:
@@ -88,6 +103,9 @@ class ServiceForm(StyledFormMixin, forms.Form):
         data.pop("name", None)
         data["registered_model"] = data.get("registered_model") or None
         data["model_version"] = data.get("model_version") or None
+        for key in ("payload_log_percent", "payload_log_max_kb", "payload_log_keep"):
+            if data.get(key) in ("", None):  # left empty: the service's current value (a new one's default)
+                data.pop(key, None)
         return data
 
 
@@ -101,6 +119,8 @@ def initial_of(service: InferenceService) -> dict[str, Any]:
         "cpu": f"{service.cpu:g}", "memory": format_memory(service.memory_bytes), "gpu": f"{service.gpu:g}",
         "min_replicas": service.min_replicas, "max_replicas": service.max_replicas,
         "scale_metric": service.scale_metric, "scale_target": service.scale_target, "auth": service.auth,
+        "payload_log_percent": service.payload_log_percent, "payload_log_max_kb": service.payload_log_max_kb,
+        "payload_log_keep": service.payload_log_keep,
     }  # fmt: skip
 
 

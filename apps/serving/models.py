@@ -106,6 +106,21 @@ class InferenceService(models.Model):
     key_prefix = models.CharField(max_length=12, blank=True)  # first characters of the service key, to recognise it
     key_digest = models.CharField(max_length=64, blank=True)  # SHA-256 of the service key (shown once)
 
+    # Payload logging (apps/serving/payloads.py, docs/monitoring.md): the share of inference requests whose request
+    # and answer the router keeps, the largest body kept (bigger ones keep their size only), and the rows kept per
+    # revision (the oldest go first).
+    payload_log_percent = models.PositiveSmallIntegerField(
+        _("payload logging (percent of requests)"), default=0, validators=[MaxValueValidator(100)]
+    )
+    payload_log_max_kb = models.PositiveIntegerField(
+        _("largest logged body (KiB)"), default=64, validators=[MinValueValidator(1), MaxValueValidator(1024)]
+    )
+    payload_log_keep = models.PositiveIntegerField(
+        _("logged requests kept per revision"),
+        default=10_000,
+        validators=[MinValueValidator(1), MaxValueValidator(1_000_000)],
+    )
+
     runtime = models.CharField(max_length=20, blank=True)  # where it runs: local | kubernetes ("" = the project's)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.PENDING)
     reason = models.TextField(_("reason"), blank=True)
@@ -282,3 +297,33 @@ class ConcurrencySample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.revision_id} @ {self.at:%H:%M:%S}: {self.busy_seconds:.3f}"
+
+
+class PayloadLog(models.Model):
+    """One sampled inference request and its answer, as the router saw them (apps/serving/payloads.py): bodies up
+    to the service's size cap (else only their size), headers without credentials, and `request_id`, the
+    `X-Portal-Request-Id` the caller got back, by which a ground-truth `label` arrives later."""
+
+    service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="payload_logs")
+    revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="payload_logs")
+    request_id = models.CharField(max_length=32, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    path = models.CharField(max_length=500)
+    headers = models.JSONField(default=dict, blank=True)
+    request = models.TextField(blank=True)  # "" when over the cap (request_bytes says how large it was)
+    request_bytes = models.PositiveIntegerField(default=0)
+    status = models.PositiveSmallIntegerField(default=0)
+    response = models.TextField(blank=True)
+    response_bytes = models.PositiveIntegerField(default=0)
+    label = models.JSONField(null=True, blank=True)  # the ground truth, when it arrived
+    labelled_at = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "service__project"
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["revision", "created_at"], name="serving_payload_rev_at_idx")]
+
+    def __str__(self) -> str:
+        return self.request_id

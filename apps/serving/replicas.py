@@ -32,9 +32,12 @@ from apps.serving.models import Framework, InferenceService, Replica, Revision
 logger = logging.getLogger(__name__)
 
 LLM_PYTHON = "{python:llm}"  # the task environment of llm replicas (settings.PORTAL_TASK_ENVS)
-# PyTorch models are served from the train task environment (.venv-train, `make train-env`): torch lives there,
-# never in the portal's .venv; the model server's own packages come from .venv through its .pth.
-TORCH_PYTHON = "{python:train}"
+# PyTorch and ONNX models are served from the train task environment (.venv-train, `make train-env`): torch and
+# onnxruntime live there, never in the portal's .venv; the model server's own packages come from .venv through its .pth.
+TRAIN_PYTHON = "{python:train}"
+TRAIN_FORMATS = (Framework.PYTORCH, Framework.ONNX)
+FILE_FORMATS = {".onnx": "onnx", ".pt": "pytorch", ".pth": "pytorch", ".pt2": "pytorch", ".ubj": "xgboost",
+                ".xgb": "xgboost", ".joblib": "sklearn", ".pkl": "sklearn", ".skops": "sklearn"}  # fmt: skip
 PACKAGED_LLM = "packaged:smollm2"  # apps/serving/modelserver/llm.py PACKAGED: SmolLM2-135M-Instruct from PyPI
 LABEL = "serving_replica"  # the runtime hands workloads carrying it to apps.serving.runtime_hooks
 CLUSTER_PORT = 8080
@@ -53,6 +56,28 @@ KSERVE_FORMATS = {
 
 
 # --- Where the model is -------------------------------------------------------------------------------------------
+
+
+def model_format(source: str) -> str:
+    """The framework a version's files need, from its MLmodel's flavours (an MLflow Model folder, or one under model/)
+    or its file's suffix: "onnx", "pytorch", "xgboost", "sklearn", or "" when they do not say."""
+    import yaml
+
+    rel = storage_path(source)
+    if not artifacts.is_dir(rel):
+        suffix = Path(rel).suffix.lower()
+        return FILE_FORMATS.get(suffix, "")
+    for mlmodel in (f"{rel}/MLmodel", f"{rel}/model/MLmodel"):
+        handle = artifacts.open_file(mlmodel)
+        if handle is None:
+            continue
+        with handle:
+            try:
+                flavors = (yaml.safe_load(handle.read(1 << 20)) or {}).get("flavors") or {}
+            except (yaml.YAMLError, AttributeError, UnicodeDecodeError):
+                return ""
+        return next((name for name in ("onnx", "pytorch", "xgboost", "sklearn") if name in flavors), "")
+    return ""
 
 
 def storage_path(source: str) -> str:
@@ -144,7 +169,10 @@ def server_command(config: dict[str, Any], *, python: str, host: str, port: int,
     """The model server's command line (apps/serving/modelserver/__main__.py). An llm revision runs in the `llm`
     task environment ("{python:llm}": .venv-llm, `make llm-env`; on a cluster the image's python), with as many
     forward-pass threads as whole CPUs it requests, on the packaged model unless a version gives one. A pytorch revision
-    runs in the `train` task environment, which has torch ("{python:train}"; on a cluster the image's python)."""
+    runs in the `train` task environment, which has torch ("{python:train}"; on a cluster the image's python), and so
+    does an onnx one (onnxruntime) and any revision whose model is of flavour pytorch or onnx (`model_format`, frozen
+    in the config at deploy): an ONNX version made by the onnx-optimise template serves whatever the service's
+    framework says."""
     if config.get("framework") == Framework.LLM:
         threads = max(1, int(float(_resources(config).cpu or 1)))
         return [
@@ -153,8 +181,10 @@ def server_command(config: dict[str, Any], *, python: str, host: str, port: int,
             "--version", str(config.get("model_version") or 1), "--threads", str(threads),
             "--host", host, "--port", str(port),
         ]  # fmt: skip
-    if config.get("framework") == Framework.PYTORCH and python == "{python}":
-        python = TORCH_PYTHON
+    if python == "{python}" and (
+        config.get("framework") in TRAIN_FORMATS or config.get("model_format") in TRAIN_FORMATS
+    ):
+        python = TRAIN_PYTHON
     return [
         python, "-m", "apps.serving.modelserver", "--name", config["model_name"], "--model", model_path,
         "--version", str(config.get("model_version") or 1), "--host", host, "--port", str(port),

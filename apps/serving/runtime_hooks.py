@@ -53,7 +53,15 @@ class ReplicaSink(TailSink):
                     break
         super().write_many(replica, stream, texts)
 
-    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+    def sample(
+        self,
+        cpu_percent: float,
+        rss_bytes: int,
+        *,
+        replica: str = "",
+        gpu_percent: float | None = None,
+        gpu_memory_bytes: int | None = None,
+    ) -> None:
         """The latest CPU % (the autoscaler's cpu metric), stored when it moved by CPU_STEP points or CPU_EVERY
         seconds passed: an idle replica costs no write a second."""
         now = time.monotonic()

@@ -39,6 +39,8 @@ from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from apps.serving import payloads
+
 logger = logging.getLogger(__name__)
 
 # Latency bucket upper bounds (ms) of the histograms; the last bucket is everything above.
@@ -301,6 +303,8 @@ async def _flush_forever(every: float) -> None:
     while True:
         await asyncio.sleep(every)
         await loop.run_in_executor(None, _write_in_thread, snapshot())
+        if payloads.pending():
+            await loop.run_in_executor(None, payloads.flush_in_thread)
 
 
 def ensure_flusher() -> None:

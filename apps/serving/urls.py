@@ -11,6 +11,7 @@ urlpatterns = [
     path("p/<slug:project>/services/<int:pk>/status/", views.service_status, name="service-status"),
     path("p/<slug:project>/services/<int:pk>/edit/", views.service_edit, name="service-edit"),
     path("p/<slug:project>/services/<int:pk>/delete/", views.service_delete, name="service-delete"),
+    path("p/<slug:project>/model-versions/<int:pk>/deploy/", views.version_deploy, name="version-deploy"),
     path("p/<slug:project>/services/<int:pk>/rotate-key/", views.service_rotate_key, name="service-rotate-key"),
     *(
         path(f"p/<slug:project>/services/<int:pk>/{name}/", views.action_view(name), name=f"service-{name}")

@@ -17,16 +17,19 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from apps.models.models import ModelVersion
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 from apps.runtime.workload import format_memory
-from apps.serving import services
+from apps.serving import console, payloads, services
+from apps.serving.filters import InferenceServiceFilterSet
 from apps.serving.forms import ServiceForm, example_request
 from apps.serving.models import InferenceService, Replica, Revision
 from apps.serving.services.events import TRANSITIONAL
-from apps.serving.services.metrics import requests_per_second
+from apps.serving.services.metrics import requests_per_second_by_service
 from portal.lib.forms import add_service_errors
+from portal.lib.listing import listing
 
 METADATA_TIMEOUT = 2.0
 
@@ -38,11 +41,11 @@ def _detail_url(service: InferenceService) -> str:
 class Row:
     """A service as the list shows it."""
 
-    def __init__(self, service: InferenceService) -> None:
+    def __init__(self, service: InferenceService, qps: float | None) -> None:
         self.service = service
         current = service.current_revision
         self.ready, self.wanted = service.replica_counts()
-        self.qps = requests_per_second(service)
+        self.qps = qps
         if service.model_version_id:
             self.serves = f"{service.registered_model.name} v{service.model_version.version}"
         elif service.follow_alias:
@@ -60,17 +63,20 @@ def service_list(request: HttpRequest, project: Project) -> HttpResponse:
         .prefetch_related(
             Prefetch("current_revision__replicas", queryset=Replica.objects.only("revision_id", "status"))
         )
-        .order_by("name")
+        .order_by("name", "pk")
     )
-    rows = [Row(service) for service in qs]
+    found = listing(request, InferenceServiceFilterSet, qs)
+    services_shown = list(found.page.object_list)
+    qps = requests_per_second_by_service(services_shown)
     context = {
         "project": project,
-        "rows": rows,
+        "listing": found,
+        "rows": [Row(service, qps.get(service.pk)) for service in services_shown],
         "can_create": has_project_perm(request.user, project, CONTRIBUTE),
     }
     if request.htmx:
-        return render(request, "serving/partials/table.html", context)
-    return render(request, "serving/service_list.html", context)
+        return render(request, "serving/partials/table.html", context, status=found.status)
+    return render(request, "serving/service_list.html", context, status=found.status)
 
 
 @project_view(CONTRIBUTE)
@@ -161,7 +167,8 @@ def service_detail(request: HttpRequest, project: Project, service: InferenceSer
 def _render_detail(request: HttpRequest, project: Project, service: InferenceService, **extra: Any) -> HttpResponse:
     context = _context(request, project, service)
     metadata, console_note = _metadata(service)
-    model_name = service.current_revision.config.get("model_name") if service.current_revision else service.name
+    current = service.current_revision
+    model_name = (current.config.get("model_name") if current else None) or service.name  # as _metadata reads it
     chat = bool(metadata) and metadata.get("platform") == "llm"  # an llm replica: OpenAI's chat API
     if chat:
         example = json.dumps(CHAT_EXAMPLE | {"model": model_name}, indent=2, ensure_ascii=False)
@@ -169,13 +176,20 @@ def _render_detail(request: HttpRequest, project: Project, service: InferenceSer
     else:
         example = example_request(metadata.get("inputs") or []) if metadata else ""
         console_url = f"{service.base_path}v2/models/{model_name}/infer"
+    features = console.features(metadata) if metadata and not chat and console.one_row_input(metadata) else []
+    if features:  # one field per feature, starting from zeros; the JSON view shows the same request
+        example = json.dumps(console.row_request(metadata, [0] * len(features)), indent=2)
     context.update(
         metadata=metadata,
         console_note=console_note,
         example=example,
         chat=chat,
         console_url=console_url,
+        absolute_console_url=request.build_absolute_uri(console_url),
+        features=features,
+        input_spec=(metadata.get("inputs") or [{}])[0] if metadata else {},
         model_name=model_name,
+        payload={"logged": service.payload_logs.count(), "accuracy": payloads.accuracy(service)},
         **extra,
     )
     return render(request, "serving/service_detail.html", context)
@@ -288,3 +302,42 @@ def service_rotate_key(request: HttpRequest, project: Project, service: Inferenc
     key = services.rotate_key(service)
     messages.success(request, _("A new key was made; copy it now, it is not shown again."))
     return _render_detail(request, project, service, new_key=key)
+
+
+# --- "Deploy this version", from the registry's version page -------------------------------------------------------
+
+
+@project_view(CONTRIBUTE, model=ModelVersion)
+def version_deploy(request: HttpRequest, project: Project, version: ModelVersion) -> HttpResponse:
+    """Deploy a registered model version: to a new service, or to one of the model's services (pinned to it)."""
+    targets = InferenceService.objects.filter(
+        project=project, registered_model=version.registered_model
+    ).select_related("model_version", "registered_model")
+    errors: dict[str, list[str]] = {}
+    name = (
+        request.POST.get("name", "").strip()
+        if request.method == "POST"
+        else services.free_service_name(project, version)
+    )
+    if request.method == "POST":
+        chosen = request.POST.get("service")
+        target = targets.filter(pk=chosen).first() if chosen and chosen.isdigit() else None
+        try:
+            if chosen and target is None:
+                raise ValidationError({"service": [_("Choose a service of this model.")]})
+            service, problem = services.deploy_version(project, request.user, version, service=target, name=name)
+        except ValidationError as exc:
+            errors = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+        else:
+            model = f"{version.registered_model.name} v{version.version}"
+            if problem:
+                messages.warning(request, problem)
+            else:
+                messages.success(
+                    request, _("Deploying %(model)s to %(name)s.") % {"model": model, "name": service.name}
+                )
+            return redirect(_detail_url(service))
+    alerts = [message for key, found in errors.items() if key != "name" for message in found]
+    context = {"project": project, "version": version, "targets": targets.order_by("name"), "name": name,
+               "errors": errors, "alerts": alerts}  # fmt: skip
+    return render(request, "serving/version_deploy.html", context, status=400 if errors else 200)

@@ -149,11 +149,13 @@ class Pipelines(Resource):
     def delete(self, ref: int | str) -> None:
         self.http.delete(f"pipelines/{self.get(ref).id}/")
 
-    def run(self, ref: int | str, *, idempotency_key: str | None = None) -> Run:
-        """Start a run. With the same `idempotency_key`, a retried call returns the same run."""
+    def run(self, ref: int | str, *, idempotency_key: str | None = None, ignore_cache: bool = False) -> Run:
+        """Start a run. With the same `idempotency_key`, a retried call returns the same run. With `ignore_cache`,
+        every node runs, even one whose inputs match an earlier successful task."""
         pipeline = self.get(ref)
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
-        return Run.from_api(self.http.post(f"pipelines/{pipeline.id}/run/", None, headers=headers))
+        body = {"ignore_cache": True} if ignore_cache else None
+        return Run.from_api(self.http.post(f"pipelines/{pipeline.id}/run/", body, headers=headers))
 
 
 class Runs(Resource):

@@ -20,7 +20,6 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
-from kubernetes.utils import parse_quantity
 
 AMOUNTS = ("cpu", "memory", "gpu")  # the amounts that add up, by the names people and specs use
 UNLIMITED = math.inf
@@ -56,12 +55,20 @@ def parse_memory(value: Any) -> int | None:
             size = float(number) * _MEMORY_UNITS[(unit or "").lower()]
         else:
             try:
-                size = float(parse_quantity(str(value).strip()))  # a float: "NaN" fails the bound below
+                size = float(_parse_quantity(str(value).strip()))  # a float: "NaN" fails the bound below
             except (ValueError, InvalidOperation):
                 raise ValueError(f"not a memory size: {value!r} (use e.g. 512Mi, 2Gi or a number of bytes)") from None
     if not 0 <= size <= MAX_MEMORY:  # NaN too: a bound no column, quantity or allocator takes
         raise ValueError(f"not a memory size: {value!r} (at most {MAX_MEMORY} bytes)")
     return int(size)
+
+
+def _parse_quantity(text: str) -> Decimal:
+    """Kubernetes' quantity parser, imported on first use: importing the kubernetes package takes 1-3 s, and every
+    process that sets Django up (each test process, agent and worker) imports this module."""
+    from kubernetes.utils import parse_quantity
+
+    return parse_quantity(text)
 
 
 def format_memory(size: int) -> str:
@@ -87,7 +94,7 @@ def read_amount(value: Any) -> Decimal:
         pass
     try:
         if isinstance(value, str) and text:
-            return parse_quantity(text)
+            return _parse_quantity(text)
     except (ValueError, InvalidOperation):
         pass
     raise ValueError(f"not a number: {value!r}")
@@ -157,7 +164,8 @@ def format_bytes(size: float) -> str:
     """1.5 GiB, 512 MiB, 100 bytes: memory as people read it."""
     for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size >= factor:
-            return f"{size / factor:.3g} {unit}"
+            value = size / factor  # 1000-1023 of a unit: whole numbers (three significant digits write "1e+03")
+            return f"{value:.3g} {unit}" if value < 999.5 else f"{value:.0f} {unit}"
     return f"{int(size)} bytes"
 
 

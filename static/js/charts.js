@@ -4,6 +4,7 @@
 // Tooltips render as canvas rich text (not HTML), so run names and keys cannot inject markup.
 (function () {
   "use strict";
+
   if (typeof echarts === "undefined") return;
   const charts = [];
   // One colour per run on every chart of a page (ECharts' default palette, indexed by the run's position).
@@ -87,7 +88,13 @@
     const chart = echarts.init(el);
     charts.push(chart);
     const axes = data.dims.map(function (dim, i) {
-      const axis = { dim: i, name: dim.name, nameLocation: "start", nameTextStyle: { fontSize: 11 } };
+      const axis = {
+        dim: i,
+        name: window.portalWrapName(dim.name),
+        nameLocation: "start",
+        nameGap: 12,
+        nameTextStyle: { fontSize: 11, lineHeight: 13 },
+      };
       if (dim.numeric) {
         axis.type = "value";
         axis.scale = true;
@@ -106,7 +113,7 @@
       animation: false,
       tooltip: { renderMode: "richText" },
       legend: { type: "scroll", bottom: 0 },
-      parallel: { left: 60, right: 80, top: 40, bottom: 60 },
+      parallel: { left: 70, right: 80, top: 40, bottom: 80 },
       parallelAxis: axes,
       series: data.runs.map(function (run) {
         return {
@@ -137,8 +144,14 @@
     const noteEl = section.querySelector("[data-usage-note]");
     const cpuEl = box.querySelector('[data-usage="cpu"]');
     const rssEl = box.querySelector('[data-usage="rss"]');
+    const gpuEl = box.querySelector('[data-usage="gpu"]');
+    const gpuMemEl = box.querySelector('[data-usage="gpu_memory"]');
+    const gpuBoxes = box.querySelectorAll("[data-usage-gpu]");
+    const warnEl = section.querySelector("[data-usage-warnings]");
     let cpuChart = null;
     let rssChart = null;
+    let gpuChart = null;
+    let gpuMemChart = null;
     let timer = null;
 
     function say(text) {
@@ -159,9 +172,15 @@
       };
     }
 
+    function label(task) {
+      let name = task.attempt > 1 ? task.node + " #" + task.attempt : task.node;
+      if (task.replica && task.replica !== "0") name += " · " + task.replica;
+      return name;
+    }
+
     function lines(tasks, key, scale) {
-      return tasks.map(function (task, i) {
-        const name = task.attempt > 1 ? task.node + " #" + task.attempt : task.node;
+      return tasks.filter(function (task) { return task[key]; }).map(function (task, i) {
+        const name = label(task);
         const points = task[key].t.map(function (t, j) {
           return [t, Math.round((task[key].v[j] / scale) * 10) / 10];
         });
@@ -192,6 +211,28 @@
       }
       cpuChart.setOption(option(gettext("CPU (percent of one core)"), "%", lines(data.tasks, "cpu", 1)), true);
       rssChart.setOption(option(gettext("Memory (resident, MiB)"), "MiB", lines(data.tasks, "rss", MIB)), true);
+      const withGpu = data.tasks.some(function (task) { return task.gpu; });
+      gpuBoxes.forEach(function (el) { el.hidden = !withGpu; });
+      if (withGpu) {
+        if (!gpuChart) {
+          gpuChart = echarts.init(gpuEl);
+          gpuMemChart = echarts.init(gpuMemEl);
+          charts.push(gpuChart, gpuMemChart);
+        }
+        gpuChart.setOption(option(gettext("GPU utilisation (percent)"), "%", lines(data.tasks, "gpu", 1)), true);
+        gpuMemChart.setOption(option(gettext("GPU memory (MiB)"), "MiB", lines(data.tasks, "gpu_memory", MIB)), true);
+      }
+      if (warnEl) {
+        warnEl.replaceChildren();
+        data.tasks.forEach(function (task) {
+          task.warnings.forEach(function (warning) {
+            const item = document.createElement("li");
+            item.textContent = label(task) + ": " + warning.reason;
+            warnEl.appendChild(item);
+          });
+        });
+        warnEl.hidden = !warnEl.children.length;
+      }
       let total = 0;
       let shown = 0;
       data.tasks.forEach(function (task) {
@@ -233,11 +274,110 @@
     load();
   }
 
+  // Bar and scatter views of the compared runs, from the same data as the parallel coordinates: the bar chart shows
+  // one chosen number per run; the scatter plots one number against another, a point per run (labelled). Only the
+  // numeric dimensions are offered; a run without the value is left out of that view.
+  function drawCompareViews(box, data) {
+    const numeric = data.dims
+      .map(function (dim, i) {
+        return { name: dim.name, index: i, numeric: dim.numeric };
+      })
+      .filter(function (dim) {
+        return dim.numeric;
+      });
+    const selects = {
+      bar: box.querySelector("[data-compare-bar-metric]"),
+      x: box.querySelector("[data-compare-x]"),
+      y: box.querySelector("[data-compare-y]"),
+    };
+    const firstMetric = numeric.findIndex(function (dim) {
+      return dim.name.indexOf("metrics.") === 0;
+    });
+    const defaults = {
+      bar: Math.max(firstMetric, 0),
+      x: numeric.findIndex(function (dim) {
+        return dim.name.indexOf("params.") === 0;
+      }),
+      y: Math.max(firstMetric, 0),
+    };
+    if (defaults.x < 0 || defaults.x === defaults.y) defaults.x = defaults.y === 0 ? Math.min(1, numeric.length - 1) : 0;
+    Object.keys(selects).forEach(function (key) {
+      numeric.forEach(function (dim, i) {
+        const option = document.createElement("option");
+        option.value = String(i);
+        option.textContent = dim.name;
+        selects[key].appendChild(option);
+      });
+      selects[key].value = String(defaults[key]);
+    });
+    const bar = echarts.init(box.querySelector("[data-compare-bar]"));
+    const scatter = echarts.init(box.querySelector("[data-compare-scatter]"));
+    charts.push(bar, scatter);
+    function value(run, dim) {
+      const v = run.values[dim.index];
+      return typeof v === "number" && isFinite(v) ? v : null;
+    }
+    function draw() {
+      const dim = numeric[Number(selects.bar.value)];
+      bar.setOption(
+        {
+          animation: false,
+          tooltip: { trigger: "item", renderMode: "richText" },
+          grid: { left: 60, right: 20, top: 20, bottom: 60 },
+          xAxis: { type: "category", data: data.runs.map(function (run) { return run.name; }),
+                   axisLabel: { interval: 0, rotate: data.runs.length > 4 ? 30 : 0, width: 120, overflow: "truncate" } },
+          yAxis: { type: "value", scale: true, name: dim.name, nameTextStyle: { align: "left" } },
+          series: [{
+            type: "bar",
+            data: data.runs.map(function (run, i) {
+              return { value: value(run, dim), itemStyle: { color: PALETTE[i % PALETTE.length] } };
+            }),
+          }],
+        },
+        true,
+      );
+      const dx = numeric[Number(selects.x.value)];
+      const dy = numeric[Number(selects.y.value)];
+      scatter.setOption(
+        {
+          animation: false,
+          tooltip: { trigger: "item", renderMode: "richText", formatter: function (p) {
+            return p.data.name + "\n" + dx.name + " = " + p.data.value[0] + "\n" + dy.name + " = " + p.data.value[1];
+          } },
+          grid: { left: 60, right: 50, top: 30, bottom: 50 },
+          xAxis: { type: "value", scale: true, name: dx.name, nameLocation: "middle", nameGap: 30 },
+          yAxis: { type: "value", scale: true, name: dy.name },
+          series: [{
+            type: "scatter",
+            symbolSize: 12,
+            label: { show: true, position: "right", formatter: "{b}", fontSize: 10 },
+            data: data.runs
+              .map(function (run, i) {
+                return { name: run.name, value: [value(run, dx), value(run, dy)],
+                         itemStyle: { color: PALETTE[i % PALETTE.length] } };
+              })
+              .filter(function (point) {
+                return point.value[0] !== null && point.value[1] !== null;
+              }),
+          }],
+        },
+        true,
+      );
+    }
+    Object.keys(selects).forEach(function (key) {
+      selects[key].addEventListener("change", draw);
+    });
+    draw();
+    box.dataset.ready = "1";
+  }
+
   document.querySelectorAll("[data-usage-charts]").forEach(drawUsage);
   document.querySelectorAll(".metric-chart").forEach(drawMetric);
   const parallel = document.getElementById("parallel-chart");
   const parallelData = document.getElementById("parallel-data");
   if (parallel && parallelData) drawParallel(parallel, JSON.parse(parallelData.textContent));
+  const compareViews = document.querySelector("[data-compare-views]");
+  if (compareViews && parallelData) drawCompareViews(compareViews, JSON.parse(parallelData.textContent));
   window.addEventListener("resize", function () {
     charts.forEach(function (chart) {
       chart.resize();

@@ -46,6 +46,7 @@
     if (FINAL_BAR[data.status]) {
       fill.classList.remove("progress-bar-striped", "progress-bar-animated");
       fill.classList.add(FINAL_BAR[data.status]);
+      row.querySelectorAll("[data-elapsed]").forEach(function (el) { delete el.dataset.elapsed; }); // stops ticking
     }
   }
 

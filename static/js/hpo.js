@@ -5,6 +5,7 @@
 // are drawn again from the fresh data.
 (function () {
   "use strict";
+
   const charts = [];
 
   function numeric(value, choices) {
@@ -52,14 +53,16 @@
         };
       }),
     });
+    const NAME = { fontSize: 11, lineHeight: 13 };
     const axes = data.params.map(function (name, i) {
       const choices = data.categorical[name];
-      return choices ? { dim: i, name: name, type: "category", data: choices.map(String) } : { dim: i, name: name };
+      const axis = { dim: i, name: window.portalWrapName(name), nameTextStyle: NAME, nameGap: 10 };
+      return choices ? Object.assign(axis, { type: "category", data: choices.map(String) }) : axis;
     });
-    axes.push({ dim: data.params.length, name: data.metric });
+    axes.push({ dim: data.params.length, name: window.portalWrapName(data.metric), nameTextStyle: NAME, nameGap: 10 });
     make("parallel", {
       parallelAxis: axes,
-      parallel: { left: 40, right: 60, top: 30, bottom: 20 },
+      parallel: { left: 60, right: 70, top: 60, bottom: 20 },
       series: [{
         type: "parallel", lineStyle: { width: 1.5, opacity: 0.6 },
         data: complete.map(function (t) {

@@ -79,6 +79,20 @@
     span.textContent = LABELS[status] || status.replace("_", " ");
     return span;
   }
+  const FINAL_BAR = { succeeded: "bg-success", failed: "bg-danger", cancelled: "bg-secondary" };
+  const progressBar = document.getElementById("run-progress");
+  const progress = {
+    done: Number(progressBar.getAttribute("aria-valuenow")),
+    total: Number(progressBar.getAttribute("aria-valuemax")),
+  };
+  // "2/5 nodes done · 1 running", as the page draws it, from the node table's badges.
+  function drawProgressText() {
+    const running = document.querySelectorAll('#nodes [data-field="status"] [data-status="running"]').length;
+    let text = interpolate(gettext("%(done)s/%(total)s nodes done"), progress, true);
+    if (running) text += " · " + interpolate(ngettext("%(n)s running", "%(n)s running", running), { n: running }, true);
+    document.getElementById("run-progress-text").textContent = text;
+  }
+  document.addEventListener("portal:run-summary", drawProgressText);
   document.addEventListener("portal:run-status", function (event) {
     const data = event.detail;
     if (String(data.run) !== runId) return;
@@ -87,12 +101,18 @@
       document.getElementById("run-status").replaceChildren(badge(data.status));
       document.getElementById("run-reason").textContent = data.reason || "";
     }
+    const bar = document.getElementById("run-progress");
+    const fill = bar.querySelector(".progress-bar");
     if (typeof data.done === "number") {
-      const bar = document.getElementById("run-progress");
       bar.setAttribute("aria-valuenow", data.done);
-      const fill = bar.querySelector(".progress-bar");
+      bar.setAttribute("aria-valuemax", data.total);
       fill.style.width = (data.total ? Math.round((100 * data.done) / data.total) : 100) + "%";
-      fill.textContent = data.done + "/" + data.total;
+      progress.done = data.done;
+      progress.total = data.total;
+    }
+    if (FINAL_BAR[data.status]) {
+      fill.classList.remove("progress-bar-striped", "progress-bar-animated");
+      fill.classList.add(FINAL_BAR[data.status]);
     }
     Object.entries(data.nodes || {}).forEach(function ([name, node]) {
       document.querySelectorAll('.dag-node[data-node="' + CSS.escape(name) + '"] rect').forEach(function (rect) {
@@ -103,8 +123,12 @@
       row.querySelector('[data-field="status"]').replaceChildren(badge(node.status));
       row.querySelector('[data-field="attempt"]').textContent = node.attempt || "—";
       row.querySelector('[data-field="reason"]').textContent = node.waiting_reason || node.reason || "";
+      if (node.status !== "running") delete row.querySelector('[data-field="duration"]').dataset.elapsed;
     });
+    drawProgressText();
     if (FINAL.includes(data.status)) {
+      const elapsed = document.getElementById("run-elapsed");
+      if (elapsed) delete elapsed.dataset.elapsed; // the summary brings the final duration
       if (!finalShown) {
         finalShown = true; // final timings and actions (retry, re-run from a node) once, in place
         refreshSummary(0);

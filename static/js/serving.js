@@ -9,11 +9,106 @@
     return match ? decodeURIComponent(match[1]) : "";
   }
 
+  // A field's text as the request's value: a number unless the input takes strings (or the text is not one).
+  function fieldValue(text, datatype) {
+    const trimmed = text.trim();
+    if (datatype !== "BYTES" && trimmed !== "" && !isNaN(Number(trimmed))) return Number(trimmed);
+    return trimmed;
+  }
+
+  function shellQuote(text) {
+    return "'" + text.replace(/'/g, "'\"'\"'") + "'";
+  }
+
+  // curl and Python for the request the console would send now, with a placeholder for the token.
+  function drawSnippets(request) {
+    const box = document.getElementById("console-snippets");
+    if (!box) return;
+    let body;
+    try {
+      body = JSON.parse(request.value);
+    } catch (e) {
+      return; // keep the last good snippets while the JSON is being edited
+    }
+    const url = box.dataset.url;
+    document.getElementById("snippet-curl").textContent =
+      "curl -sS -X POST " + shellQuote(url) + " \\\n" +
+      '  -H "Authorization: Bearer $PORTAL_TOKEN" \\\n' +
+      "  -H 'Content-Type: application/json' \\\n" +
+      "  -d " + shellQuote(JSON.stringify(body));
+    document.getElementById("snippet-python").textContent =
+      "import os\n\nimport requests\n\n" +
+      "response = requests.post(\n" +
+      "    " + JSON.stringify(url) + ",\n" +
+      '    headers={"Authorization": f"Bearer {os.environ[\'PORTAL_TOKEN\']}"},\n' +
+      "    json=" + JSON.stringify(body) + ",\n" +
+      "    timeout=30,\n)\nresponse.raise_for_status()\nprint(response.json())";
+  }
+
+  // One field per feature: the fields write the JSON request (which stays editable under "JSON request").
+  function setupFields(form, request) {
+    const fields = Array.prototype.slice.call(form.querySelectorAll("[data-feature]"));
+    if (!fields.length) return;
+    function writeRequest() {
+      const datatype = form.dataset.datatype;
+      const row = fields.map(function (field) {
+        return fieldValue(field.value, datatype);
+      });
+      const body = { inputs: [{ name: form.dataset.inputName, shape: [1, row.length], datatype: datatype, data: row }] };
+      request.value = JSON.stringify(body, null, 2);
+      drawSnippets(request);
+    }
+    fields.forEach(function (field) {
+      field.addEventListener("input", writeRequest);
+    });
+    const button = form.querySelector("[data-console-row]");
+    const source = form.querySelector("[data-row-source]");
+    button.addEventListener("click", function () {
+      const names = fields.map(function (field) {
+        return field.dataset.feature;
+      });
+      source.textContent = "…";
+      fetch(form.dataset.sampleUrl + "?features=" + encodeURIComponent(names.join(",")), {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      })
+        .then(function (response) {
+          return response.json().then(function (data) {
+            return { ok: response.ok, data: data };
+          });
+        })
+        .then(function (result) {
+          if (!result.ok) {
+            const errors = [];
+            Object.keys(result.data).forEach(function (key) {
+              errors.push([].concat(result.data[key]).join(" "));
+            });
+            source.textContent = button.dataset.msgError + " " + errors.join(" ");
+            return;
+          }
+          fields.forEach(function (field, i) {
+            const value = result.data.values[i];
+            field.value = value === null || value === undefined ? "" : String(value);
+          });
+          source.textContent = interpolate(gettext("%(dataset)s, %(file)s, row %(row)s"), result.data, true);
+          writeRequest();
+        })
+        .catch(function (error) {
+          source.textContent = button.dataset.msgError + " " + String(error);
+        });
+    });
+  }
+
   function setupConsole() {
     const form = document.getElementById("serving-console");
     if (!form) return;
     const output = document.getElementById("console-response");
     const status = form.querySelector("[data-console-status]");
+    setupFields(form, form.elements.request);
+    form.elements.request.addEventListener("input", function () {
+      drawSnippets(form.elements.request);
+    });
+    drawSnippets(form.elements.request);
     form.addEventListener("submit", function (event) {
       event.preventDefault();
       let body;
@@ -72,10 +167,14 @@
           const points = data.revisions[number];
           const keys = el.dataset.kind === "latency" ? ["p50_ms", "p99_ms"] : ["requests", "errors"];
           keys.forEach(function (key) {
+            // A minute without requests has no latency (null): with the symbols shown and the gaps bridged, a
+            // lone minute of traffic is a visible point rather than a line of zero length (an empty chart).
             series.push({
               name: interpolate(gettext("r%(revision)s %(series)s"), { revision: number, series: SERIES[key] }, true),
               type: "line",
-              showSymbol: false,
+              showSymbol: true,
+              symbolSize: 4,
+              connectNulls: true,
               data: points.t.map(function (t, i) {
                 return [t, points[key][i]];
               }),
@@ -86,8 +185,9 @@
         chart.setOption({
           title: { text: el.dataset.title, textStyle: { fontSize: 12 } },
           tooltip: { trigger: "axis", renderMode: "richText" },
-          legend: { top: 0, right: 0, textStyle: { fontSize: 10 } },
-          grid: { left: 40, right: 10, top: 40, bottom: 25 },
+          // The title above the plot, the legend below it: side by side they overlapped on narrow screens.
+          legend: { type: "scroll", bottom: 0, textStyle: { fontSize: 10 } },
+          grid: { left: 40, right: 10, top: 30, bottom: 50 },
           xAxis: { type: "time" },
           yAxis: { type: "value" },
           series: series,

@@ -29,6 +29,7 @@ READY = {
         lambda predicted: 100 < predicted[0] < 300,  # a year's progression on the data's scale (25–346)
     ),
     "anomaly-detection": ([50.0, 1.2], lambda predicted: predicted == [1]),  # a normal reading
+    "automl-tabular": ([6.7, 3.0, 5.2, 2.3], lambda predicted: predicted == ["virginica"]),  # the best model, served
     # the last twelve months of the shipped series: the next one continues trend and season (about 416)
     "forecasting": (
         [398.8, 410.3, 443.1, 451.2, 438.2, 423.9, 406.0, 382.6, 382.0, 368.2, 378.1, 389.7],

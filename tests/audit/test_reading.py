@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from django.urls import reverse
@@ -82,21 +83,45 @@ def test_the_project_page_lists_and_filters(world, entries, client):
     html = client.get(url, {"actor": "bob"}).content.decode()
     assert "d1" in html
     assert "p1" not in html
-    assert "Audit log" in client.get(reverse("projects:overview", kwargs={"project": "project-a"})).content.decode()
+    members = reverse("projects:members", kwargs={"project": "project-a"})  # a page of the Settings group
+    assert f'href="{url}"' in client.get(members).content.decode()
     client.force_login(world.bob)  # an editor: no tab
-    assert "Audit log" not in client.get(reverse("projects:overview", kwargs={"project": "project-a"})).content.decode()
+    assert f'href="{url}"' not in client.get(members).content.decode()
 
 
 def test_outsiders_get_404_and_only_staff_read_the_global_page(world, entries, client):
     client.force_login(world.charlie)
     assert client.get(reverse("audit:project-log", kwargs={"project": "project-a"})).status_code == 404
     assert client.get(reverse("audit:project-log-csv", kwargs={"project": "project-a"})).status_code == 404
-    assert client.get(reverse("audit:log")).status_code == 302  # to the admin login
+    refused = client.get(reverse("audit:log"))  # not a redirect to the admin's login, a dead end for members
+    assert refused.status_code == 403
+    assert "Each project&#x27;s log is on its Audit log tab" in refused.content.decode()
+    assert client.get(reverse("audit:log-csv")).status_code == 403
+    client.logout()
+    assert client.get(reverse("audit:log"))["Location"].startswith(reverse("accounts:login"))
+    client.force_login(world.charlie)
     world.charlie.is_staff = True
     world.charlie.save()
     html = client.get(reverse("audit:log")).content.decode()
     assert "theirs" in html
     assert "p1" in html
+
+
+def test_the_page_shows_changes_as_a_diff_of_json_and_iso_times(world, entries, client):
+    AuditEntry.objects.create(
+        action="update", actor=world.alice, actor_repr="alice", object_type="jobs.pipeline", object_repr="p1",
+        project=world.project_a, project_repr="project-a",
+        changes={"spec": [{"nodes": [], "priority": 0}, {"nodes": [], "priority": 5}], "paused": [False, True]},
+    )  # fmt: skip
+    client.force_login(world.alice)
+
+    html = client.get(reverse("audit:project-log", kwargs={"project": "project-a"})).content.decode()
+
+    spec = html.split('data-field="spec"', 1)[1].split("</div>", 1)[0]
+    assert '<del class="text-danger-emphasis text-break">{&quot;nodes&quot;: [], &quot;priority&quot;: 0}</del>' in spec
+    assert "&quot;priority&quot;: 5}</ins>" in spec
+    assert "False" not in html.split('data-field="paused"', 1)[1].split("</div>", 1)[0]  # JSON, not a Python repr
+    assert re.search(r'<time datetime="[^"]+">\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}</time>', html)
 
 
 def test_the_csv_export_streams_the_filtered_rows(world, entries, client):

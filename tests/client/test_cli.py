@@ -110,6 +110,11 @@ def test_apply_submit_wait_and_logs(logged_in, cli, tmp_path):
     bad = cli("runs", "logs", str(run.pk), "-s", " ")
     assert (bad.exit_code, "q:" in bad.stderr) == (2, True)
 
+    again = cli("runs", "submit", "project-a/hello", "--ignore-cache", "--wait", "--timeout", "120")
+    assert again.exit_code == 0, again.output
+    rerun = PipelineRun.objects.exclude(pk=run.pk).get()
+    assert set(rerun.tasks.values_list("status", flat=True)) == {"succeeded"}  # nothing taken from the cache
+
 
 def test_a_failed_run_exits_10_and_follow_streams_until_the_end(logged_in, cli, tmp_path):
     spec = tmp_path / "broken.yaml"

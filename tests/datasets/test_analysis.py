@@ -90,6 +90,55 @@ def test_distinct_counts_are_capped_not_unbounded(world, monkeypatch):
     assert (column["min"], column["max"]) == (0, 49)
 
 
+def test_numeric_columns_get_a_histogram_and_the_others_their_most_frequent_values(world):
+    rows = b"x,label\n" + b"".join(f"{i},{'odd' if i % 2 else 'even'}\n".encode() for i in range(100)) + b"7,\n"
+    version = _analyzed(world, {"n.csv": rows})
+    x, label = version.statistics["n.csv"]["columns"]
+    histogram = x["histogram"]
+    assert len(histogram["counts"]) == 20
+    assert histogram["edges"][0] == 0
+    assert histogram["edges"][-1] == 99
+    assert sum(histogram["counts"]) == 101  # every number, exactly: fewer rows than the sample holds
+    assert histogram["counts"][1] == 6  # 5..9 and the extra 7 (bins of 4.95)
+    assert histogram["sampled"] is False
+    assert x["top"] is None
+    assert label["histogram"] is None
+    assert label["top"] == [["even", 50], ["odd", 50]]  # by count, then by value; the empty one is a null
+
+
+def test_a_large_column_is_histogrammed_from_a_sample_scaled_to_every_row(world, monkeypatch):
+    from apps.datasets import analysis
+
+    monkeypatch.setattr(analysis, "SAMPLE_SIZE", 100)
+    rows = b"x\n" + b"".join(f"{i % 10}\n".encode() for i in range(1000))
+    version = _analyzed(world, {"n.csv": rows})
+    histogram = version.statistics["n.csv"]["columns"][0]["histogram"]
+    assert histogram["sampled"] is True
+    assert sum(histogram["counts"]) == pytest.approx(1000, abs=10)  # the sample's counts scaled by 10
+    assert (histogram["edges"][0], histogram["edges"][-1]) == (0, 9)  # spans the column's min and max
+
+
+def test_a_constant_column_has_one_bin_and_too_many_values_no_top(world, monkeypatch):
+    from apps.datasets import analysis
+
+    monkeypatch.setattr(analysis, "TOP_CAP", 5)
+    rows = b"k,id\n" + b"".join(f"3,id-{i}\n".encode() for i in range(10))
+    version = _analyzed(world, {"c.csv": rows})
+    k, ident = version.statistics["c.csv"]["columns"]
+    assert k["histogram"] == {"edges": [3.0, 3.0], "counts": [10], "sampled": False}
+    assert ident["top"] is None  # more distinct values than counted: no misleading "top"
+
+
+def test_the_version_page_draws_each_columns_distribution(world):
+    version = _analyzed(world, {"iris.csv": CSV})
+    client = user_client(world.alice)
+    client.force_login(world.alice)
+    html = client.get(f"/p/project-a/dataset-versions/{version.pk}/").content.decode()
+    assert '<svg class="distribution"' in html
+    assert "<title>5.1 – 5.195: 2</title>" in html  # the first bin of sepal: its range and count
+    assert '<li title="setosa: 2">' in html  # species' most frequent value
+
+
 def test_images_get_thumbnails_and_text_a_preview(world):
     version = _analyzed(world, {"img/cat.png": _png(), "notes.txt": b"hello\nworld\n", "model.bin": b"\x00\x01"})
     assert version.previews["img/cat.png"] == {

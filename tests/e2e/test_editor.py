@@ -130,10 +130,10 @@ def test_build_the_iris_pipeline_by_dragging_then_save_reload_and_run_it(browsin
     b.page.fill("[data-palette-search]", "")
 
     for slug, x, y in [
-        ("dataset-load", 140, 100),
-        ("data-split", 390, 100),
-        ("sklearn-train", 640, 100),
-        ("evaluate", 640, 260),
+        ("dataset-load", 120, 100),
+        ("data-split", 350, 100),
+        ("sklearn-train", 580, 100),
+        ("evaluate", 580, 260),
     ]:
         drag_template(b, slug, x, y)
         expect(node(b, slug)).to_be_visible()

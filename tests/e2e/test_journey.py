@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from apps.console.templatetags.project_nav import GROUPS as NAV_GROUPS
 from apps.jobs.builtin import load_builtin_templates
 from apps.jobs.demo import IRIS_SPEC
 from apps.jobs.models import Pipeline, PipelineRun
@@ -44,7 +45,7 @@ SETOSA = [5.1, 3.5, 1.4, 0.2]  # the first row of the iris data
 # with the page load it happened in (run.js reloads the page once the run is over).
 RECORDER = """
 document.addEventListener("DOMContentLoaded", () => {
-  const bar = document.querySelector("#run-progress .progress-bar");
+  const bar = document.querySelector("#run-progress-text");
   const lines = document.querySelector("[data-log-lines]");
   if (!bar || !lines) return;
   const load = String(performance.timeOrigin);
@@ -107,8 +108,12 @@ def test_a_newcomers_journey(browsing, live_agent, live_workers, tmp_path):
     step = journey.step
 
     def tab(name: str):
-        """A tab of the project's pages."""
-        return page.locator(".nav-tabs").get_by_role("link", name=name, exact=True)
+        """A page of the project's navigation: its group's tab first, when that group is not the one open."""
+        group = next(key for key, _label, pages in NAV_GROUPS for tab_name, label, _url in pages if label == name)
+        nav = page.locator("[data-project-nav]")
+        if not nav.locator(f'[data-group="{group}"].active').count():
+            nav.locator(f'[data-group="{group}"]').click()
+        return nav.locator(".nav-sub").get_by_role("link", name=name, exact=True)
 
     seen: list[tuple[str, str, str]] = []  # (page load, kind, text) from RECORDER
     page.expose_function("journeySaw", lambda load, kind, text: seen.append((load, kind, text)))
@@ -158,7 +163,7 @@ def test_a_newcomers_journey(browsing, live_agent, live_workers, tmp_path):
             ("data-split", 330, 90),
             ("sklearn-train", 550, 90),
             ("evaluate", 550, 260),
-            ("model-register", 770, 175),
+            ("model-register", 330, 260),
         ]:
             drag_template(b, slug, x, y)
             expect(node(b, slug)).to_be_visible()
@@ -209,11 +214,11 @@ def test_a_newcomers_journey(browsing, live_agent, live_workers, tmp_path):
         run = PipelineRun.objects.get(pipeline=pipeline)
 
     with step("watch live logs and the progress bar"):
-        progress = page.locator("#run-progress .progress-bar")
-        expect(progress).to_have_text(re.compile(r"^[1-4]/5$"), timeout=RUN_SECONDS * 1000)
+        progress = page.locator("#run-progress-text")  # "2/5 nodes done · 1 running"
+        expect(progress).to_have_text(re.compile(r"^[1-4]/5 nodes done"), timeout=RUN_SECONDS * 1000)
         expect(page.locator("[data-log-lines] .log-line").first).to_be_visible()
         b.screenshot(f"{journey.number:02d}-while-running")
-        expect(progress).to_have_text("5/5", timeout=RUN_SECONDS * 1000)
+        expect(progress).to_have_text("5/5 nodes done", timeout=RUN_SECONDS * 1000)
         expect(page.locator("#run-status")).to_contain_text(re.compile("succeeded", re.I))
         run.refresh_from_db()
         assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))
@@ -273,8 +278,15 @@ def test_a_newcomers_journey(browsing, live_agent, live_workers, tmp_path):
     with step("get a prediction in the test console"):
         console = page.locator("#serving-console")
         expect(console).to_be_visible()
-        request = console.get_by_label("Request (Open Inference Protocol v2)")
-        request.fill(json.dumps({"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP64", "data": SETOSA}]}))
+        fields = console.locator("[data-feature]")  # one per feature of the model's signature
+        expect(fields).to_have_count(len(SETOSA))
+        console.get_by_role("button", name="Use a row from the dataset").click()  # the training data, via lineage
+        expect(console.locator("[data-row-source]")).to_have_text(re.compile(r"^\S+@1, \S+, row \d+$"))
+        expect(fields.first).not_to_have_value("0")
+        for i, value in enumerate(SETOSA):
+            fields.nth(i).fill(str(value))
+        console.get_by_text("JSON request (Open Inference Protocol v2)").click()  # the request the fields wrote
+        assert json.loads(console.get_by_label("JSON request").input_value())["inputs"][0]["data"] == SETOSA
         console.get_by_role("button", name="Predict").click()
         expect(console.locator("[data-console-status]")).to_contain_text("200")
         expect(page.locator("#console-response")).to_contain_text("setosa")
@@ -288,8 +300,8 @@ def test_a_newcomers_journey(browsing, live_agent, live_workers, tmp_path):
         expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
         expect(page).to_have_url(re.compile(rf"/p/iris-lab/runs/{run.pk}/$"))  # back on the same page
         expect(page.get_by_role("heading", name="日志")).to_be_visible()  # "Logs"
-        expect(page.locator(".nav-tabs .active")).to_have_text("运行")  # the "Runs" tab
-        expect(page.locator("#run-progress .progress-bar")).to_have_text("5/5")
+        expect(page.locator(".nav-sub .active")).to_have_text("运行")  # the "Runs" page of the navigation
+        expect(page.locator("#run-progress")).to_have_attribute("aria-valuenow", "5")
         expect(page.locator("[data-log-lines] .log-line").first).to_be_visible()
 
     b.assert_clean()

@@ -1,42 +1,25 @@
-"""Annotating in a real browser against a real Label Studio: an editor opens the annotate page of a digits project
-(Label Studio's own front end, vendored, fed by the portal), picks a label and submits; the annotation lands in
-Label Studio, and the labeling project's page, open in another tab, shows the new progress without reloading.
+"""Annotating in a real browser against a real Label Studio: an editor opens the annotate page of the demo's digits
+labeling project (`apps/labeling/demo.py`; Label Studio's own front end, vendored, fed by the portal), picks a label
+and submits; the annotation lands in Label Studio, and the labeling project's page, open in another tab, shows the
+new progress without reloading.
 
 Screenshots: test-results/e2e/<test>-<step>.png.
 """
 
 from __future__ import annotations
 
-import io
 import re
 
 import pytest
 from playwright.sync_api import expect
 
-from apps.labeling import server
+from apps.labeling import demo, server
 from apps.labeling.models import Annotation
-from apps.labeling.services import create_labeling_project
-from tests import factories
 from tests.e2e.threads import elsewhere
 from tests.factories import PASSWORD
 from tests.labeling.conftest import label_studio  # noqa: F401 - the session's Label Studio server (a fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
-
-
-def digit_pngs(count: int) -> dict[str, bytes]:
-    """scikit-learn's 8×8 digits drawn as 64×64 grey PNGs, as the demo's labeling project has them."""
-    from PIL import Image
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    files = {}
-    for index in range(count):
-        pixels = (255 - digits.images[index] * 255 / 16).astype("uint8")
-        out = io.BytesIO()
-        Image.fromarray(pixels, mode="L").resize((64, 64), Image.NEAREST).save(out, format="PNG")
-        files[f"digit-{index:02d}-{digits.target[index]}.png"] = out.getvalue()
-    return files
 
 
 @pytest.fixture
@@ -48,11 +31,9 @@ def digits(world, settings, label_studio, live_asgi, live_workers, tmp_path):  #
         **settings.STORAGES,
         "datasets": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": tmp_path}},
     }
-    version = factories.dataset_version(factories.dataset(world.project_a, world.alice, name="digits"), digit_pngs(3))
-    return create_labeling_project(
-        world.project_a, world.alice, name="digits", dataset_version=version, kind="image_classification",
-        labels=[str(n) for n in range(10)],
-    )  # fmt: skip
+    # The demo's own labeling project (`make run` makes it in project "demo"), over its first three digits.
+    version = demo.digits_dataset(world.project_a, world.alice, count=3)
+    return demo.labeling_project(world.project_a, world.alice, version)
 
 
 def test_an_editor_annotates_in_the_browser_and_the_progress_changes_live(browsing, digits, world):

@@ -67,7 +67,8 @@ def test_the_run_page_follows_a_short_run_to_its_end_without_reloading(browsing,
 
     # The end, in place: the final status and progress, the finished run's actions instead of Cancel, timings.
     expect(b.page.locator("#run-status [data-status]")).to_have_attribute("data-status", "succeeded")
-    expect(b.page.locator("#run-progress .progress-bar")).to_have_text("2/2")
+    expect(b.page.locator("#run-progress-text")).to_have_text("2/2 nodes done")
+    expect(b.page.locator("#run-progress .progress-bar")).to_have_class(re.compile("bg-success"))
     expect(b.page.get_by_role("button", name="Re-run from here")).to_have_count(2)
     expect(b.page.get_by_role("button", name="Cancel")).to_have_count(0)
     for node in ["prepare", "train"]:
@@ -81,6 +82,46 @@ def test_the_run_page_follows_a_short_run_to_its_end_without_reloading(browsing,
     assert_not_reloaded(b)
     b.page.locator("#run-usage").scroll_into_view_if_needed()
     b.screenshot("2-succeeded")
+
+
+def test_the_run_page_tells_the_truth_while_it_runs_and_when_it_fails(browsing, live_agent, world):
+    """Issue 26.2: a running node counts as running beside the bar, its duration and the run's elapsed time tick,
+    and a failed run ends with a red bar (not a full blue one)."""
+    slow = "import time\nprint('working', flush=True)\ntime.sleep(8)"
+    pipe = pipeline(
+        world.project_a,
+        world.alice,
+        [
+            {"name": "slow", "args": {"code": slow}},
+            {"name": "broken", "depends_on": ["slow"], "args": {"code": "raise SystemExit(3)"}},
+        ],
+        name="truthful",
+    )
+    run = start_run(pipe, world.alice)
+    b = browsing
+    b.log_in("alice", PASSWORD)
+    b.goto(f"/p/project-a/runs/{run.pk}/")
+    b.wait_for_scripts()
+    mark(b)
+
+    elsewhere(lambda: drive(PipelineRun.objects.get(pk=run.pk), timeout=120, until=lambda r: r.tasks.filter(
+        node="slow", status="running").exists()))  # fmt: skip
+    expect(b.page.locator("#run-progress-text")).to_have_text("0/2 nodes done · 1 running")
+    duration = b.page.locator("#node-slow [data-field=duration]")
+    expect(duration).to_have_attribute("data-elapsed", re.compile(r"\d"))
+    first = duration.inner_text()
+    expect(duration).not_to_have_text(first)  # it ticks, without a message from the server
+    expect(b.page.locator("#run-elapsed")).to_have_text(re.compile(r"\d+\.\d s|\d+ min"))
+    b.screenshot("1-running")
+
+    run = elsewhere(lambda: drive(PipelineRun.objects.get(pk=run.pk), timeout=120))
+    assert run.status == "failed", list(run.tasks.values("node", "status", "reason"))
+    expect(b.page.locator("#run-status [data-status]")).to_have_attribute("data-status", "failed")
+    expect(b.page.locator("#run-progress .progress-bar")).to_have_class(re.compile("bg-danger"))
+    expect(b.page.locator("#run-progress-text")).to_have_text("2/2 nodes done")
+    expect(b.page.locator("#run-elapsed")).not_to_have_attribute("data-elapsed", re.compile("."))
+    assert_not_reloaded(b)
+    b.screenshot("2-failed")
 
 
 def test_the_notebook_pages_follow_a_start_and_a_stop_without_reloading(browsing, world):

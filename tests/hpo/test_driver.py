@@ -206,3 +206,53 @@ def test_the_nodes_that_use_the_trials_values_are_never_served_from_the_cache(ow
     driver.advance_study(made.pk)
     nodes = {n["name"]: n for n in made.trials.first().run.spec["nodes"]}
     assert (nodes["prep"]["cache"], nodes["train"]["cache"]) == (True, False)
+
+
+def test_a_study_whose_owner_may_no_longer_start_runs_fails_without_asking(owner):
+    from apps.projects.models import Role
+    from tests.factories import add_member
+
+    project = ProjectFactory(owner=owner, slug="project-p")
+    bob = UserFactory(username="bob")
+    add_member(project, bob, Role.EDITOR)
+    made = make_study(project, bob)
+    driver.advance_study(made.pk)  # trial 0 and 1 start as bob
+    run = made.trials.get(number=0).run
+    run.status = RunStatus.FAILED
+    run.save()
+    add_member(project, bob, Role.VIEWER)  # bob may look, no longer run
+
+    driver.advance_study(made.pk)
+
+    made.refresh_from_db()
+    assert (made.status, made.reason) == ("failed", "The study's owner may no longer start runs here.")
+    assert states(made) == [(0, "failed"), (1, "failed")]  # the running one stopped with the study
+    assert len(storage.load(made).get_trials(deepcopy=False)) == 2  # no trial asked for nothing
+
+
+def test_the_trials_tracking_runs_are_tagged_and_get_the_trials_values_as_params(study, owner):
+    from apps.models.models import LatestMetric, Param
+    from tests import factories
+
+    driver.advance_study(study.pk)
+    tracked = {}
+    for trial in study.trials.select_related("run"):
+        run = factories.tracking_run(study.project, owner)
+        run.source_pipeline_run = trial.run
+        run.save()
+        LatestMetric.objects.create(run=run, key="val_accuracy", value=0.9, timestamp=1, step=1)
+        trial.run.status = RunStatus.SUCCEEDED
+        trial.run.save()
+        tracked[trial.number] = run
+    Param.objects.create(run=tracked[1], key="trial.C", value="as the task logged it")
+
+    driver.advance_study(study.pk)
+
+    for number, run in tracked.items():
+        trial = study.trials.get(number=number)
+        assert trial.status == "complete"
+        assert {t.key: t.value for t in run.tags.all()}.items() >= {("hpo.study", "tune"), ("hpo.trial", str(number))}
+        params = {p.key: p.value for p in run.params.all()}
+        assert params["trial.solver"] == trial.params["solver"]
+        assert params["trial.C"] == (str(trial.params["C"]) if number == 0 else "as the task logged it")
+        assert services.trial_tracking_run(trial) == run

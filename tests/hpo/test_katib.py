@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 
 from apps.hpo import driver, services, storage
 from apps.hpo.models import Study, Trial
-from apps.jobs.models import LogLine, RunStatus, TaskRun
+from apps.jobs.models import LogLine, PipelineRun, RunStatus, TaskRun
 from apps.runtime.kubernetes.validation import validate
 from tests.conftest import user_client
 from tests.factories import ProjectFactory, UserFactory, python_template
@@ -274,6 +274,8 @@ def test_what_katib_cannot_express_is_refused_on_export(project, owner):
 
 
 def _print(trial: Trial, *lines: str) -> None:
+    """What the trial's task prints; its run is running then (the orchestrator says so once a task started)."""
+    PipelineRun.objects.filter(pk=trial.run_id, status="queued").update(status="running")
     task = trial.run.tasks.first() or TaskRun.objects.create(run=trial.run, node="trial")
     for seq, text in enumerate(lines, start=LogLine.objects.filter(task=task).count() + 1):
         LogLine.objects.create(run=trial.run, task=task, node=task.node, attempt=1, seq=seq,

@@ -120,5 +120,6 @@ def test_the_study_resumes_after_the_agent_and_the_workers_restart(api_agent, pr
     study = drive_study(study)
 
     assert study.status == Study.Status.COMPLETED
-    assert list(study.trials.values_list("number", "status")) == [(0, "complete"), (1, "complete"), (2, "complete")]
+    trials = list(study.trials.values_list("number", "status", "reason", "run__reason"))
+    assert [t[:2] for t in trials] == [(0, "complete"), (1, "complete"), (2, "complete")], trials
     assert len(storage.load(study).get_trials(deepcopy=False)) == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -45,11 +46,16 @@ class AgentProcess:
         )
         from apps.runtime.local.runtime import live_agents
 
-        deadline = time.monotonic() + 30
-        while not live_agents().filter(pid=self.proc.pid).exists():
-            assert self.proc.poll() is None, self.log.read_text()
-            assert time.monotonic() < deadline, "the agent did not start"
-            time.sleep(0.1)
+        # A guard against an agent that hangs, not a timing: on a loaded machine Django and the agent take > 30 s.
+        deadline = time.monotonic() + 120
+        try:
+            while not live_agents().filter(pid=self.proc.pid).exists():
+                assert self.proc.poll() is None, self.log.read_text()
+                assert time.monotonic() < deadline, "the agent did not start"
+                time.sleep(0.1)
+        except BaseException:  # the fixture never yields, so nothing else stops it: a stray agent would take the
+            self.stop()  # next tests' runs from the same test database
+            raise
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -80,6 +86,25 @@ def train_python() -> str:
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"the 'train' task environment ({python}) cannot import torch: {last}; run `make train-env`")
+    return python
+
+
+@pytest.fixture(scope="session")
+def onnx_python() -> str:
+    """The train environment's interpreter, or skip: `make train-env` installs torch and the ONNX packages there."""
+    python = settings.PORTAL_TASK_ENVS["train"]
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"the 'train' task environment is not installed (no {python}): run `make train-env`")
+    probe = subprocess.run(  # nosec B603
+        [python, "-c", "import torch, onnx, onnxruntime, skl2onnx, onnxconverter_common, onnxscript"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        pytest.skip(f"the 'train' task environment ({python}) lacks an ONNX package: {last}; run `make train-env`")
     return python
 
 
@@ -119,3 +144,18 @@ def owner(transactional_db):
 @pytest.fixture
 def project(owner):
     return ProjectFactory(owner=owner, slug="project-a")
+
+
+@pytest.fixture(scope="module")
+def spark_python() -> str:
+    """The train environment's interpreter with pyspark, and a Java to run it; else skip saying what is missing
+    (tests/jobs/test_spark_features*.py)."""
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java 17 or 21 and this machine has none (no java on PATH, no JAVA_HOME)")
+    python = settings.PORTAL_TASK_ENVS["train"]
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"the 'train' task environment is not installed (no {python}): run `make train-env`")
+    probe = subprocess.run([python, "-c", "import pyspark"], capture_output=True, check=False)  # nosec B603
+    if probe.returncode != 0:
+        pytest.skip(f"the 'train' task environment ({python}) has no pyspark: run `make train-env`")
+    return python

@@ -137,7 +137,15 @@ def test_the_script_accepts_every_argument_of_its_schema(slug: str) -> None:
     script as flags it knows (through the portal's own validation and command-line building)."""
     template = entry(slug)
     command = template["command"]
-    assert command[0] == ("{python:train}" if template["framework"] == "pytorch" else "{python}")
+    # torch templates run in the "train" environment, the LLM ones in "llm" (transformers + peft)
+    expected = (
+        "{python:llm}"
+        if slug.startswith("llm-")
+        else "{python:train}"
+        if template["framework"] == "pytorch" or slug in {"onnx-optimise", "explain", "spark-features"}  # onnx, shap…
+        else "{python}"
+    )
+    assert command[0] == expected
     assert command[1] == "-m"
     assert command[2].startswith("apps.jobs.builtin_tasks.")
     parser = importlib.import_module(command[2]).build_parser()
@@ -169,7 +177,8 @@ def test_the_script_accepts_every_argument_of_its_schema(slug: str) -> None:
 def test_template_shape(slug: str) -> None:
     template = entry(slug)
 
-    assert set(template) == {
+    # A distributed template may give a default strategy (docs/distributed.md).
+    assert set(template) - {"side_effects", "strategy"} == {
         "slug",
         "name",
         "category",
@@ -185,8 +194,14 @@ def test_template_shape(slug: str) -> None:
         "timeout",
     }
     assert template["resources"]["cpu"] > 0
+    # What changes the world outside its outputs is never taken from the cache (issue 26.1).
+    assert template.get("side_effects", False) == (
+        slug in {"model-register", "notify", "onnx-optimise", "explain", "automl", "spark-features"}
+    )
     if template["kind"] == "distributed":
-        assert template["framework"] in {"pytorch", "tf"}
-        assert template["replicas"] == {"worker": 2}
+        assert template["framework"] in {"pytorch", "tf", "spark"}
+        # the LoRA fine-tune trains on one replica unless asked (DDP from two)
+        expected = {"llm-lora-finetune": {"worker": 1}, "spark-features": {"driver": 1, "executor": 1}}
+        assert template["replicas"] == expected.get(slug, {"worker": 2})
     else:
         assert template["replicas"] == {}

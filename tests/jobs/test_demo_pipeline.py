@@ -73,3 +73,8 @@ def test_demo_run_prints_the_outcome_and_the_accuracy(agent, settings):
     assert "No agent was running" not in output  # the fixture's agent did the work
     assert "serving the API from this process" in output
     assert "Registered: iris-classifier version 2 (alias staging)" in output  # 1 is the demo's production model
+    # Then the memory hog, which fails on purpose, with its diagnosis and the next step.
+    hog = PipelineRun.objects.get(project__slug="demo", pipeline_name="memory-hog")
+    assert hog.status == "failed"
+    assert "  hog: out of memory: the task used " in output
+    assert "over its memory limit of 128 MiB\n    Next step: Lower its peak memory: a smaller batch size" in output

@@ -94,3 +94,44 @@ def test_a_missing_task_environment_fails_the_task_with_the_reason(agent_without
         f"could not start: task environment 'train' is not installed (no {missing}): run `make train-env`"
     )
     assert run.status == "failed"
+
+
+def test_the_nodes_strategy_reaches_the_training_script_and_is_applied(agent, project, owner, train_python):
+    """ddp with gradient accumulation, bf16 autocast on CPU and gradient checkpointing: the script reads the
+    strategy the runtime rendered (PORTAL_STRATEGY) and steps the optimizer once every two micro-batches."""
+    strategy = {"type": "ddp", "gradient_accumulation": 2, "precision": "bf16", "gradient_checkpointing": True}
+    args = {"epochs": 2, "samples": 256, "batch_size": 32, "hidden": 8}
+    nodes = [{"name": "train", "template": "pytorch-ddp-train", "args": args, "strategy": strategy}]
+    run = drive(start_run(pipeline(project, owner, nodes), owner), timeout=240)
+
+    task = run.tasks.get()
+    assert (run.status, task.status) == ("succeeded", "succeeded"), (run.reason, task.reason, lines_by_replica(task))
+    logs = lines_by_replica(task)
+    assert set(logs) == {"worker-0", "worker-1"}
+    assert (
+        "strategy ddp: precision bf16 (forward in bfloat16), gradient accumulation 2, gradient checkpointing on"
+        in logs["worker-0"]
+    )
+    metrics = json.loads((Path(task.output_dir) / "metrics.json").read_text())
+    assert metrics["strategy"]["type"] == "ddp"
+    assert metrics["strategy"]["gradient_accumulation"] == 2
+    assert metrics["strategy"]["gradient_checkpointing"] is True
+    assert metrics["compute_dtype"] == "bfloat16"
+    # 128 rows per rank in batches of 32: 4 micro-batches an epoch, the optimizer stepping on every second one.
+    assert (metrics["micro_batches"], metrics["optimizer_steps"]) == (8, 4)
+    assert metrics["world_size"] == 2
+
+
+def test_fsdp_trains_on_cpu_with_gloo(agent, project, owner, train_python):
+    strategy = {"type": "fsdp", "gradient_accumulation": 3}
+    nodes = [
+        {"name": "train", "template": "pytorch-ddp-train", "args": {"epochs": 1, "samples": 256, "hidden": 8},
+         "strategy": strategy},
+    ]  # fmt: skip
+    run = drive(start_run(pipeline(project, owner, nodes), owner), timeout=240)
+
+    task = run.tasks.get()
+    assert (run.status, task.status) == ("succeeded", "succeeded"), (run.reason, task.reason, lines_by_replica(task))
+    metrics = json.loads((Path(task.output_dir) / "metrics.json").read_text())
+    assert (metrics["strategy"]["type"], metrics["micro_batches"], metrics["optimizer_steps"]) == ("fsdp", 4, 2)
+    assert (Path(task.output_dir) / "model.pt").is_file()

@@ -7,6 +7,7 @@ Who may open which page is test_access_matrix.py's job; these tests check what t
 from __future__ import annotations
 
 import html
+from datetime import timedelta
 
 import pytest
 import yaml
@@ -90,7 +91,7 @@ def test_the_template_list_groups_built_ins_by_category(alice):
     categories = response.context["categories"]
     assert {"general", "data", "training", "evaluation"} <= set(categories)
     assert [t.slug for t in categories["data"]] == ["data-split", "dataset-load", "iris-load"]
-    assert [t.slug for t in categories["evaluation"]] == ["evaluate"]
+    assert [t.slug for t in categories["evaluation"]] == ["evaluate", "llm-evaluate"]
     text = page(response)
     assert "Train/test split" in text
     assert "data-split@1" in text
@@ -295,6 +296,31 @@ def test_run_starts_a_run_and_opens_its_page(alice, pipe):
     assert (run.pipeline, run.number, run.status, run.trigger) == (pipe, 1, "queued", "manual")
 
 
+def test_run_ignoring_the_cache_from_the_page(alice, pipe):
+    assert 'name="ignore_cache" value="1"' in page(alice.get(url("pipeline-detail", pk=pipe.pk)))
+
+    alice.post(url("pipeline-run", pk=pipe.pk), {"ignore_cache": "1"})
+
+    assert [node["cache"] for node in PipelineRun.objects.get().spec["nodes"]] == [False, False]
+
+
+def test_a_cached_node_links_to_the_run_and_logs_its_outputs_come_from(alice, pipe, world):
+    source = finish(start_run(pipe, world.alice), {"make": "succeeded", "use": "succeeded"}, RunStatus.SUCCEEDED)
+    run = start_run(pipe, world.alice)
+    now = timezone.now()
+    TaskRun.objects.create(
+        run=run, node="make", status=TaskStatus.CACHED, cached_from=source.tasks.get(node="make"),
+        reason="cached", started_at=now, finished_at=now,
+    )  # fmt: skip
+
+    text = page(alice.get(url("run-detail", pk=run.pk)))
+
+    make = text.split('id="node-make"', 1)[1].split("</tr>", 1)[0]
+    assert f"Outputs of {source} / make, same inputs:" in make
+    assert f'href="{url("run-detail", pk=source.pk)}#node-make"' in make
+    assert f'href="{url("run-logs", pk=source.pk)}"' in make
+
+
 def test_run_of_a_pipeline_that_no_longer_validates_explains_why(alice, pipe):
     JobTemplate.objects.filter(slug="py").delete()
 
@@ -332,12 +358,30 @@ def test_the_run_page_shows_nodes_progress_and_the_log_viewer(alice, run):
     text = page(response)
     assert 'id="node-make" data-node="make"' in text
     assert 'id="node-use" data-node="use"' in text
-    assert ">0/2</div>" in text
+    assert '<span class="small text-nowrap" id="run-progress-text">0/2 nodes done</span>' in text
     assert 'aria-valuemax="2" aria-valuenow="0"' in text
+    assert "progress-bar-striped progress-bar-animated" in text  # active
     assert "data-log-viewer" in text
     assert f'data-ws-path="/ws/runs/{run.pk}/logs/"' in text
     assert f'action="{url("run-cancel", pk=run.pk)}"' in text
     assert "Retry failed nodes" not in text
+
+
+def test_the_run_page_shows_a_tasks_resource_warnings_and_the_gpu_charts_places(alice, run):
+    reason = "GPU utilisation of replica worker-1 stayed under 20% for 5 minutes"
+    TaskRun.objects.create(
+        run=run,
+        node="make",
+        status=TaskStatus.RUNNING,
+        resource_warnings=[{"kind": "low_gpu", "replica": "worker-1", "reason": reason, "at": "2026-01-01T12:00:00Z"}],
+    )
+
+    text = page(alice.get(url("run-detail", pk=run.pk)))
+
+    warnings = text.split("data-usage-warnings>", 1)[1].split("</ul>", 1)[0]
+    assert f"<li>make · worker-1: {reason}</li>" in warnings
+    assert 'data-usage="gpu"' in text
+    assert 'data-usage="gpu_memory"' in text
 
 
 def test_the_page_of_a_failed_run_offers_retry_and_rerun_from_a_node(alice, run):
@@ -345,10 +389,47 @@ def test_the_page_of_a_failed_run_offers_retry_and_rerun_from_a_node(alice, run)
 
     text = page(alice.get(url("run-detail", pk=run.pk)))
 
-    assert ">2/2</div>" in text
+    assert ">2/2 nodes done</span>" in text
+    bar = text.split('id="run-progress"', 1)[1].split("</div>", 1)[0]
+    assert 'class="progress-bar bg-danger"' in bar  # a failed run's bar is red, not a full blue one
     assert "Retry failed nodes" in text
     assert text.count("Re-run from here") == 2
     assert f'action="{url("run-cancel", pk=run.pk)}"' not in text
+
+
+def test_a_running_run_counts_its_running_nodes_and_its_durations_tick(alice, run):
+    started = timezone.now() - timedelta(seconds=75)
+    TaskRun.objects.create(run=run, node="make", status=TaskStatus.RUNNING, started_at=started + timedelta(seconds=5))
+    run.status, run.started_at = RunStatus.RUNNING, started
+    run.save()
+
+    text = page(alice.get(url("run-detail", pk=run.pk)))
+
+    assert ">0/2 nodes done · 1 running</span>" in text
+    elapsed = text.split('id="run-elapsed"', 1)[1].split("</span>", 1)[0]
+    assert 'data-elapsed="75.' in elapsed  # portal.js counts up from what the server measured
+    assert ">1 min 15 s" in elapsed
+    make = text.split('id="node-make"', 1)[1].split("</tr>", 1)[0]
+    assert 'data-field="duration" data-elapsed="70.' in make
+    use = text.split('id="node-use"', 1)[1].split("</tr>", 1)[0]
+    assert "data-elapsed" not in use  # not started
+
+
+def test_the_run_list_gives_each_run_its_duration(alice, pipe, world):
+    done = finish(start_run(pipe, world.alice), {"make": "succeeded", "use": "succeeded"}, RunStatus.SUCCEEDED)
+    done.started_at = done.finished_at - timedelta(seconds=12.3)
+    done.save()
+    active = start_run(pipe, world.alice)
+    active.status, active.started_at = RunStatus.RUNNING, timezone.now() - timedelta(seconds=130)
+    active.save()
+
+    text = page(alice.get(url("run-list")))
+
+    finished_row = text.split(f'data-run="{done.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="small">12.3 s</td>' in finished_row  # not "0 minutes"
+    active_row = text.split(f'data-run="{active.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert 'data-elapsed="130.' in active_row
+    assert ">2 min 10 s</td>" in active_row
 
 
 def test_a_viewer_sees_the_run_without_actions(viewer, run):

@@ -14,7 +14,7 @@ import pytest
 from apps.jobs import orchestrator
 from apps.jobs.models import LogLine, TaskRun, TaskStatus
 from apps.jobs.services import cancel_run, rerun_from, start_run
-from tests.factories import pipeline
+from tests.factories import pipeline, python_template
 from tests.jobs.conftest import drive, has_started, processes_with
 
 pytestmark = [pytest.mark.live, pytest.mark.smoke]
@@ -139,6 +139,36 @@ def test_an_unchanged_node_is_taken_from_the_cache(agent, project, owner):
     pipe.save()
     third = drive(start_run(pipe, owner))
     assert statuses(third) == {"prep": "cached", "train": "succeeded"}
+
+
+def test_ignoring_the_cache_and_rerunning_from_a_node_really_run(agent, project, owner):
+    """Issue 26.1: "Run" and "Re-run from here" were silently all cached (same inputs as the run before)."""
+    nodes = [
+        {"name": "prep", "args": {"code": "open('data.txt','w').write('x' * 10)"}},
+        {"name": "train", "depends_on": ["prep"], "args": {"code": "print('training')"}},
+    ]
+    pipe = pipeline(project, owner, nodes)
+    first = drive(start_run(pipe, owner))
+
+    again = drive(start_run(pipe, owner, ignore_cache=True))
+    assert statuses(again) == {"prep": "succeeded", "train": "succeeded"}
+    assert [node["cache"] for node in again.spec["nodes"]] == [False, False]  # the frozen spec says so
+
+    rerun = drive(rerun_from(first, owner, node="train"))
+    assert statuses(rerun) == {"prep": "cached", "train": "succeeded"}  # train ran, though its inputs are the same
+    assert LogLine.objects.filter(run=rerun, text="training").exists()
+    assert rerun.tasks.get(node="prep").cached_from == first.tasks.get(node="prep")
+
+
+def test_a_node_of_a_template_with_side_effects_is_never_cached(agent, project, owner):
+    python_template(project, slug="announce", side_effects=True)
+    pipe = pipeline(project, owner, [{"name": "announce", "template": "announce", "args": {"code": "print('hi')"}}])
+    drive(start_run(pipe, owner))
+
+    second = drive(start_run(pipe, owner))
+
+    assert statuses(second) == {"announce": "succeeded"}
+    assert second.spec["nodes"][0]["cache"] is False
 
 
 def test_rerun_from_a_failed_node_reuses_what_succeeded(agent, project, owner, settings):

@@ -27,8 +27,10 @@ from apps.runtime.workload import Phase, Status, Workload
 # (with a savepoint around the dispatch); the ended attempt's token revoked. The old path took 15 and two commits.
 ADVANCE_AND_DISPATCH = 13
 # Ending n leaves together: the run, the node states, n ended attempts, the queue (a savepoint, its lock, nothing
-# waiting), the tokens revoked at once, the run's end.
-FAN_IN_FIXED = 8
+# waiting), the tokens revoked at once, the run's end, whether a retraining started the run and whether an alert rule
+# of the project listens to runs ending (two indexed existence checks, cheaper than queueing a pass for every run of
+# every project).
+FAN_IN_FIXED = 10
 STARTS = 3  # tasks marked running, however many at once (PostgreSQL: and `synchronous_commit` off for them)
 
 # Run pages are told through the channel layer (a database of its own without Redis): not counted here.

@@ -10,7 +10,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from apps.accounts.models import ApiToken
-from apps.console.demo import populate
+from apps.datasets import demo as datasets_demo
+from apps.jobs import demo as jobs_demo
 from apps.jobs.builtin import load_builtin_templates
 from apps.jobs.models import PipelineRun, TaskRun
 from apps.jobs.services import save_pipeline
@@ -29,7 +30,11 @@ def documents(text: str) -> list[dict]:
 
 @pytest.fixture
 def iris(world):
-    return populate(world.project_a, world.alice)
+    """The demo's iris pipeline and what it reads (its templates and dataset), not the whole demo: the rest of it
+    (training the tracking example's models, the knowledge base) is not rendered here and cost seconds per test."""
+    jobs_demo.builtin_templates(world.project_a, world.alice)
+    datasets_demo.populate(world.project_a, world.alice)
+    return jobs_demo.iris_pipeline(world.project_a, world.alice)
 
 
 @pytest.fixture

@@ -274,6 +274,21 @@ def test_run_queues_a_numbered_run(alice, world):
     ]
 
 
+def test_run_with_ignore_cache_freezes_every_node_out_of_the_cache(alice, world):
+    pipe = pipeline(world.project_a, world.alice, [{"name": "a", "args": {"code": "1"}}])
+
+    plain = alice.post(detail_url(pipe.pk, "run"), {}, format="json")
+    fresh = alice.post(detail_url(pipe.pk, "run"), {"ignore_cache": True}, format="json")
+    wrong = alice.post(detail_url(pipe.pk, "run"), {"ignore_cache": "perhaps"}, format="json")
+
+    assert plain.json()["spec"]["nodes"][0]["cache"] is True
+    assert fresh.status_code == 201, fresh.content
+    assert fresh.json()["spec"]["nodes"][0]["cache"] is False
+    assert wrong.status_code == 400
+    assert "ignore_cache" in wrong.json()
+    assert PipelineRun.objects.count() == 2
+
+
 def test_an_editor_can_run(world):
     pipe = pipeline(world.project_a, world.alice, [{"name": "a", "args": {"code": "1"}}])
 

@@ -81,6 +81,54 @@ def test_a_long_series_is_downsampled_to_the_points_asked_for_keeping_its_ends_a
     assert len(user_client(world.alice).get(url(run)).json()["tasks"][0]["cpu"]["t"]) == 300
 
 
+def test_a_distributed_task_has_a_series_per_replica_with_its_gpu_and_warnings(world, run):
+    task = TaskRun.objects.create(
+        run=run,
+        node="ddp",
+        status="running",
+        resource_warnings=[
+            {"kind": "low_gpu", "replica": "worker-0", "reason": "GPU utilisation of replica worker-0 …", "at": ""}
+        ],
+    )
+    cpu_only = TaskRun.objects.create(run=run, node="prep", status="succeeded")
+    ResourceSample.objects.bulk_create(
+        ResourceSample(
+            task=task,
+            replica=replica,
+            ts=START + timedelta(seconds=i),
+            cpu_percent=cpu,
+            rss_bytes=rss,
+            gpu_percent=gpu,
+            gpu_memory_bytes=gpu_memory,
+        )
+        for i in range(3)
+        for replica, cpu, rss, gpu, gpu_memory in (
+            ("master-0", 100.0, 300 * 2**20, 90.0, 8 * 2**30),
+            ("worker-0", 50.0, 200 * 2**20, 5.0 * i, 2**30),
+        )
+    )
+    sample(cpu_only, 2)
+
+    body = user_client(world.alice).get(url(run)).json()
+
+    assert [(t["node"], t["replica"], t["total"]) for t in body["tasks"]] == [
+        ("ddp", "master-0", 3),
+        ("ddp", "worker-0", 3),
+        ("prep", "", 2),
+    ]
+    master, worker, prep = body["tasks"]
+    assert master["cpu"]["v"] == [100.0] * 3
+    assert master["rss"]["v"] == [300 * 2**20] * 3
+    assert master["gpu"] == {"t": [START_MS, START_MS + 1000, START_MS + 2000], "v": [90.0] * 3}
+    assert master["gpu_memory"]["v"] == [8 * 2**30] * 3
+    assert worker["gpu"]["v"] == [0.0, 5.0, 10.0]
+    assert (master["warnings"], [w["kind"] for w in worker["warnings"]]) == ([], ["low_gpu"])
+    assert (prep["gpu"], prep["gpu_memory"], prep["warnings"]) == (None, None, [])
+
+    detail = user_client(world.alice).get(f"/api/v1/task-runs/{task.pk}/").json()
+    assert [w["replica"] for w in detail["resource_warnings"]] == ["worker-0"]
+
+
 def test_a_finished_run_is_no_longer_active_and_one_without_samples_has_no_series(world, run):
     PipelineRun.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     TaskRun.objects.create(run=run, node="a", status="succeeded")

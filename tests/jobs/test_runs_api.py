@@ -197,7 +197,8 @@ def test_retry_reruns_what_failed_and_reuses_what_succeeded(alice, failed_run):
     assert body["rerun_of"] == failed_run.pk
     assert body["number"] == failed_run.number + 1
     assert body["status"] == "queued"
-    assert body["spec"] == failed_run.spec
+    assert [n["cache"] for n in body["spec"]["nodes"]] == [True, False]  # the node to run again really runs
+    assert body["spec"] == {**failed_run.spec, "nodes": [failed_run.spec["nodes"][0], body["spec"]["nodes"][1]]}
     new = PipelineRun.objects.get(pk=body["id"])
     [reused] = new.tasks.all()
     assert (reused.node, reused.status) == ("a", "cached")

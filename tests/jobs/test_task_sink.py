@@ -75,3 +75,20 @@ def test_the_agents_indexer_puts_every_stored_line_in_a_chunk_on_its_own_thread(
     assert all(later[0] == earlier[1] + 1 for earlier, later in itertools.pairwise(spans))  # no hole, no overlap
     assert LogChunk.objects.get(task=task, first_seq=1).text.startswith("step 0 loss 0\nstep 1 loss 1\n")
     assert [line["seq"] for line in logs.search(task.run, "LOSS 1234")] == [1235]
+
+
+def test_samples_are_stored_per_replica_with_their_gpu_and_a_warning_at_once(task):
+    from apps.jobs.models import ResourceSample
+
+    sink = TaskSink(task, memory_limit=100 * 2**20, replicas=2)
+    sink.sample(150.0, 50 * 2**20, replica="master-0", gpu_percent=88.04, gpu_memory_bytes=2**30)
+    sink.sample(99.0, 95 * 2**20, replica="worker-0", gpu_percent=None, gpu_memory_bytes=None)
+    task.refresh_from_db()
+    assert [(w["kind"], w["replica"]) for w in task.resource_warnings] == [("memory_near_limit", "worker-0")]
+    assert not ResourceSample.objects.filter(task=task).exists()  # samples wait for a batch; the warning did not
+    sink.close()
+    rows = ResourceSample.objects.filter(task=task).order_by("replica")
+    assert [(r.replica, r.cpu_percent, r.rss_bytes, r.gpu_percent, r.gpu_memory_bytes) for r in rows] == [
+        ("master-0", 150.0, 50 * 2**20, 88.0, 2**30),
+        ("worker-0", 99.0, 95 * 2**20, None, None),
+    ]

@@ -50,6 +50,7 @@ RUNTIME_GRANTS = (
     | _grants("autoscaling", ["horizontalpodautoscalers"], WORKLOAD_VERBS)
     | _grants("", ["services"], WORKLOAD_VERBS)
     | _grants("", ["secrets"], frozenset({"create", "get", "update", "patch", "delete"}))
+    | _grants("", ["configmaps"], frozenset({"create", "get", "delete"}))
     | _grants("", ["pods", "events"], READ_VERBS)
     | _grants("", ["pods/log"], frozenset({"get"}))
 )

@@ -85,6 +85,41 @@ def test_filters_by_document_and_tag(world):
     assert {p["document"] for p in by_tag["passages"]} == {handbook.pk}
 
 
+def test_the_document_list_filters_by_base_and_refuses_ids_no_key_can_hold(world):
+    kb = knowledge_base(world.project_a, world.alice)
+    doc = ingested(kb)
+    client = user_client(world.bob)
+    listed = client.get("/api/v1/knowledge-documents/", {"knowledge_base": kb.pk}).json()
+    assert [d["id"] for d in listed["results"]] == [doc.pk]
+    for bad in ("99999999999999999999999", "1.5", "-3"):
+        answer = client.get("/api/v1/knowledge-documents/", {"knowledge_base": bad})
+        assert answer.status_code == 400, bad
+        assert "knowledge_base" in answer.json()
+
+
+def test_an_llm_endpoint_on_a_private_network_is_refused_unless_allowed(world, settings):
+    settings.OUTBOUND_ALLOWED_NETWORKS = []
+    client = user_client(world.bob)
+    body = {"project": "project-a", "name": "ext", "llm_url": "http://169.254.169.254/v1", "llm_model": "m"}
+    refused = client.post("/api/v1/knowledge-bases/", body, format="json")
+    assert refused.status_code == 400
+    assert "OUTBOUND_ALLOWED_NETWORKS" in refused.json()["llm_url"][0]
+    assert not KnowledgeBase.objects.filter(name="ext").exists()
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["169.254.0.0/16"]
+    assert client.post("/api/v1/knowledge-bases/", body, format="json").status_code == 201
+
+
+def test_a_chat_whose_endpoint_now_resolves_to_this_machine_is_refused(world, settings):
+    kb = knowledge_base(world.project_a, world.alice, llm_url="http://localhost:9/v1", llm_model="m")
+    ingested(kb)
+    settings.OUTBOUND_ALLOWED_NETWORKS = []
+    answer = user_client(world.bob).post(
+        f"/api/v1/knowledge-bases/{kb.pk}/chat/", {"question": "How do I run the tests?"}, format="json"
+    )
+    assert answer.status_code == 400
+    assert "OUTBOUND_ALLOWED_NETWORKS" in str(answer.json())
+
+
 def test_bad_query_bodies_are_400(world):
     kb = knowledge_base(world.project_a, world.alice)
     client = user_client(world.bob)

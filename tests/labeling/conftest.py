@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +20,28 @@ from django.conf import settings as django_settings
 from apps.labeling import launch
 from portal.lib.serve import free_port
 
+ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 600  # the first start migrates a new SQLite database: ~45-90 s on a busy 2-core host
 
 
-@dataclass(frozen=True)
+@dataclass
 class LabelStudioHandle:
     url: str
     token: str
     email: str
     log: Path
+    local: launch.LocalServer
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        """Stop the real server (its process group), as an outage would."""
+        _stop(self.process)
+
+    def start(self) -> None:
+        """Start it again on the same data folder and port (same token): a later start takes ~5-60 s."""
+        with self.log.open("ab") as out:
+            self.process = self.local.start(stdout=out)
+        launch.wait_ready(self.url, self.token, timeout=START_TIMEOUT, process=self.process)
 
 
 @pytest.fixture(scope="session")
@@ -51,8 +66,9 @@ def label_studio(tmp_path_factory) -> Iterator[LabelStudioHandle]:
     except Exception as exc:
         _stop(process)
         pytest.fail(f"Label Studio did not start: {exc}\n{log.read_text()[-3000:]}")
-    yield LabelStudioHandle(local.url, local.token, local.email, log)
-    _stop(process)
+    handle = LabelStudioHandle(local.url, local.token, local.email, log, local, process)
+    yield handle
+    _stop(handle.process)
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -87,6 +103,32 @@ def blob_store(settings, tmp_path) -> Path:
         },
     }
     return tmp_path / "store"
+
+
+class ModelServer:
+    """apps.serving.modelserver as a subprocess on a free port (it prints the port in its banner)."""
+
+    def __init__(self, model: Path, name: str) -> None:
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "apps.serving.modelserver", "--name", name, "--model", str(model), "--port", "0"],
+            cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=self.log, text=True,
+        )  # fmt: skip
+        line = self.proc.stdout.readline()
+        if "http://" not in line:
+            self.stop()
+            raise RuntimeError(f"the model server did not start: {line}")
+        self.url = "http://" + line.split("http://", 1)[1].split()[0]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self.log.close()
 
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -9,11 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import joblib
 import numpy as np
@@ -28,37 +24,11 @@ from apps.labeling.models import LabelingTask, MLBackend
 from apps.serving.models import InferenceService, Replica, Revision
 from tests import factories
 from tests.conftest import user_client
+from tests.labeling.conftest import ModelServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parents[2]
 URL = "/api/v1/labeling-projects/"
 N = 12
-
-
-class ModelServer:
-    """apps.serving.modelserver as a subprocess on a free port (it prints the port in its banner)."""
-
-    def __init__(self, model: Path, name: str) -> None:
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "apps.serving.modelserver", "--name", name, "--model", str(model), "--port", "0"],
-            cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=self.log, text=True,
-        )  # fmt: skip
-        line = self.proc.stdout.readline()
-        if "http://" not in line:
-            self.stop()
-            raise RuntimeError(f"the model server did not start: {line}")
-        self.url = "http://" + line.split("http://", 1)[1].split()[0]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-        self.log.close()
 
 
 @pytest.fixture(scope="module")

@@ -126,3 +126,12 @@ def test_label_studio_down_says_so_and_writes_nothing(world, settings):
         )
     assert not LabelingProject.objects.exists()
     assert not LabelingTask.objects.exists()
+
+
+def test_import_batches_close_at_the_count_or_at_the_size_of_their_text():
+    assert list(services._batches([None] * 5, 2, 10**6)) == [(0, 2), (2, 4), (4, 5)]
+    text = "x" * 1000  # 1,300 bytes with the task's overhead
+    assert list(services._batches([text] * 3, 10, 2500)) == [(0, 1), (1, 2), (2, 3)]
+    assert list(services._batches([text] * 3, 10, 4000)) == [(0, 3)]
+    assert list(services._batches(["x" * 5000], 10, 100)) == [(0, 1)]  # a text larger than the size goes alone
+    assert list(services._batches([], 10, 100)) == []

@@ -9,7 +9,9 @@ from apps.models.models import ModelAlias, ModelVersion
 from apps.models.registry import create_model_version, set_alias
 from apps.models.views.markdown import render_markdown
 from apps.projects.models import Role
+from apps.serving.models import InferenceService, Revision
 from tests.factories import UserFactory, add_member, model_version, registered_model, tracking_run
+from tests.serving.factories import service
 
 
 @pytest.fixture
@@ -124,6 +126,34 @@ def test_version_page_shows_lineage_and_the_default_card(world, client, versions
     card = html.split('id="card"', 1)[1]
     for section in ("Intended use", "Metrics", "Data", "Limitations"):
         assert f">{section}</h5>" in card
+
+
+def test_version_page_names_the_services_serving_it_and_their_role(world, client, versions):
+    v1, v2 = versions
+    current = service(world.project_a, name="iris-live", status=InferenceService.Status.READY)
+    current.current_revision = Revision.objects.create(service=current, number=1, model_version=v2)
+    current.canary_revision = Revision.objects.create(service=current, number=2, model_version=v1)
+    current.canary_percent = 10
+    current.save()
+    elsewhere = service(world.project_b, name="iris-b")
+    elsewhere.current_revision = Revision.objects.create(service=elsewhere, number=1, model_version=v2)
+    elsewhere.save()
+    client.force_login(world.alice)
+
+    lineage = client.get(version_url(v2)).content.decode().split('id="lineage"', 1)[1].split("</ol>", 1)[0]
+    served = lineage.split('data-use="iris-live"', 1)[1].split("</li>", 1)[0]
+    assert reverse("serving:service-detail", kwargs={"project": "project-a", "pk": current.pk}) in served
+    assert "current revision · Ready" in served
+    assert "iris-b" not in lineage
+    assert "No service serves this version." not in lineage
+
+    canary = client.get(version_url(v1)).content.decode().split('id="lineage"', 1)[1].split("</ol>", 1)[0]
+    assert "canary, 10% of traffic" in canary
+
+    unused = model_version(world.project_a, world.alice, model_name="other")
+    html = client.get(version_url(unused)).content.decode()
+    assert "No service serves this version." in html
+    assert ">Stage</dt>" not in html  # the legacy stage "None" is not shown as if it meant something
 
 
 def test_an_editor_saves_the_card_and_html_in_it_is_escaped(world, client, versions):

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.test import RequestFactory
 
 from apps.accounts.models import Notification
+from apps.outbox.models import PendingTask
 from apps.projects import services
 from apps.projects.models import Membership, Project, Role
 
@@ -46,6 +47,12 @@ def test_demo_project_has_every_role_a_quota_and_a_notification(monkeypatch):
     assert Notification.objects.filter(user__username="demo").exists()
     demo = get_user_model().objects.get(username="demo")
     assert demo.has_perm("projects.delete_project", project)
+    # The digits labeling project's portal part; the rest is queued until Label Studio is up (tests/labeling/
+    # test_demo_labeling.py runs that task against a real Label Studio).
+    assert project.datasets.get(name="digits").versions.get().files.count() == 48
+    assert project.inference_services.filter(name="digits", registered_model__name="digits-classifier").exists()
+    (queued,) = PendingTask.objects.filter(name="apps.labeling.tasks.complete_demo")
+    assert queued.args[:2] == [project.pk, demo.pk]
 
 
 def test_demo_is_idempotent_and_keeps_the_password(monkeypatch):
@@ -88,11 +95,16 @@ def test_demo_repairs_its_project_when_the_demo_user_no_longer_manages_it(monkey
 
 
 def test_demo_makes_its_project_where_users_may_not_create_projects(monkeypatch, settings):
-    """The system makes the demo project: PORTAL_ALLOW_PROJECT_CREATION=false limits users, not the demo."""
+    """The system makes the demo project: PORTAL_ALLOW_PROJECT_CREATION=false limits users, not the demo. (With
+    LABELING=off too: the demo then leaves its digits labeling project out.)"""
     settings.PORTAL_ALLOW_PROJECT_CREATION = False
-    run_demo(monkeypatch)
+    settings.LABELING = "off"
+    output = run_demo(monkeypatch)
     project = Project.objects.get(slug="demo")
     assert Membership.objects.get(project=project, user__username="demo").role == Role.OWNER
+    assert "Labeling is off" in output
+    assert not project.datasets.filter(name="digits").exists()
+    assert not PendingTask.objects.filter(name="apps.labeling.tasks.complete_demo").exists()
 
 
 def test_an_example_that_cannot_be_made_is_a_warning_and_the_rest_is_made(monkeypatch, settings, tmp_path, caplog):

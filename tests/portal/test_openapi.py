@@ -81,3 +81,17 @@ def test_no_page_loads_an_asset_from_outside(client, world):
     client.logout()
     html = client.get("/accounts/login/").content.decode()
     assert not EXTERNAL.findall(html)
+
+
+def test_the_filters_keep_their_names_after_the_api_schema_is_built(world, client):
+    """drf-spectacular reads the FilterSets' class-level filters for the schema, building their form fields without
+    the model (so without a label); a page rendered afterwards still names its filter ('Status: any', not 'None')."""
+    api = APIClient()
+    api.force_login(world.alice)
+    assert api.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").status_code == 200
+    client.force_login(world.alice)
+
+    html = client.get("/p/project-a/services/").content.decode()
+
+    assert '<option value="" selected>Status: any</option>' in html
+    assert "None: any" not in html

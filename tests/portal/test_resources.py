@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from portal.lib.resources import UNLIMITED, Resources, Shortfall, describe, parse_memory, read_amount
+from portal.lib.resources import UNLIMITED, Resources, Shortfall, describe, format_bytes, parse_memory, read_amount
 
 GiB = 2**30
 MiB = 2**20
@@ -120,3 +120,19 @@ def test_one_formatter_describes_amounts_for_people():
 
 def test_memory_keeps_every_byte_of_a_whole_number():
     assert parse_memory(2**60 - 1) == 2**60 - 1
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (100, "100 bytes"),
+        (1536, "1.5 KiB"),
+        (512 * 2**20, "512 MiB"),
+        (1000 * 2**20, "1000 MiB"),
+        (1023.9 * 2**20, "1024 MiB"),
+        (1.5 * 2**30, "1.5 GiB"),
+        (999.4 * 2**30, "999 GiB"),
+    ],
+)
+def test_bytes_read_as_people_write_them_never_in_exponents(size, text):
+    assert format_bytes(size) == text

@@ -41,6 +41,10 @@ STEPS = int(os.environ.get("PORTAL_SCHEMATHESIS_STEPS", "10"))
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 
 # A few minutes of requests: run by `make security` (and so by CI), which sets PORTAL_SCHEMATHESIS_EXAMPLES.
+if EXAMPLES < 1 and SCENARIOS < 1:
+    # Skipped before the schema is loaded: building the ~250 per-operation tests (schemathesis draws each one's
+    # coverage cases at collection) took each process of `make test` 15-80 s only to skip them all.
+    pytest.skip("set PORTAL_SCHEMATHESIS_EXAMPLES (make security does)", allow_module_level=True)
 pytestmark = [
     pytest.mark.schemathesis,
     pytest.mark.skipif(EXAMPLES < 1, reason="set PORTAL_SCHEMATHESIS_EXAMPLES (make security does)"),

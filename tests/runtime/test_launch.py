@@ -102,3 +102,22 @@ def test_plan_gives_every_replica_the_named_interpreter(settings, envs: dict[str
 
     assert [spec.name for spec in specs] == ["worker-0", "worker-1"]
     assert {spec.argv[0] for spec in specs} == {envs["train"]}
+
+
+def test_a_spark_application_is_one_process_locally_whatever_its_executors(settings, envs: dict[str, str]) -> None:
+    # local[N] in that process's JVM is the driver and the executors (docs/spark.md).
+    settings.PORTAL_TASK_ENVS = envs
+    workload = Workload(
+        uid="w3",
+        name="features",
+        project="p",
+        command=["{python:train}", "-m", "apps.jobs.builtin_tasks.spark_features"],
+        kind="distributed",
+        framework="spark",
+        replicas={"driver": 1, "executor": 3},
+    )
+
+    specs = plan(workload)
+
+    assert [(spec.name, spec.argv[0]) for spec in specs] == [("0", envs["train"])]
+    assert "MASTER_ADDR" not in specs[0].env

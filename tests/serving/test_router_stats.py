@@ -79,3 +79,23 @@ def test_quantile_interpolates_inside_the_bucket():
     assert stats.quantile([0] * len(buckets), 0.5) is None
     buckets[-1] = 1000  # beyond the last bound: reported as the last bound
     assert stats.quantile(buckets, 0.99) == stats.BOUNDS_MS[-1]
+
+
+def test_the_service_list_counts_requests_per_second_of_every_service_in_one_query(
+    revision, world, django_assert_num_queries
+):
+    from apps.serving.services.metrics import requests_per_second, requests_per_second_by_service
+
+    quiet = make_service(world.project_a, name="quiet")
+    minute = int(time.time() // 60)
+    for at, requests in ((minute - 1, 120), (minute, 30)):  # the last full minute, and the one under way
+        stats.write(
+            stats.Snapshot(datetime.now(UTC), [], [(revision.pk, at, stats._Minute(requests=requests))]), source="x:1"
+        )
+    services = [revision.service, quiet]
+
+    with django_assert_num_queries(1):
+        by_service = requests_per_second_by_service(services)
+
+    assert by_service == {revision.service.pk: 2.0, quiet.pk: None}
+    assert by_service == {s.pk: requests_per_second(s) for s in services}  # what the service's own page says

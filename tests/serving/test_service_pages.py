@@ -55,6 +55,7 @@ def test_the_list_shows_status_replicas_and_traffic(client, world, served):
     assert '<td class="small">10.0</td>' in html  # 600 requests in the last full minute
     assert "iris-classifier v1" in html
     assert page("service-create") in html  # an editor may create
+    assert "<code>/serving/&lt;project&gt;/&lt;service&gt;/</code>" in html  # the placeholders are text, not tags
 
 
 def test_a_viewer_sees_but_cannot_change(client, world, served):
@@ -168,6 +169,13 @@ def test_the_console_is_built_from_the_models_metadata(client, world, served, tm
     assert 'data-url="/serving/project-a/iris/v2/models/iris/infer"' in html
     assert '<div class="small text-body-secondary" data-input="input-0"><code>input-0</code> FP64 [-1, 4]</div>' in html
     assert "&quot;shape&quot;: [\n        1,\n        4\n      ]" in html  # an example request of one row
+    # One field per feature (the iris model names none: by position), the JSON view kept, snippets to the full URL.
+    for i in range(4):
+        assert f'data-feature="x{i}" value="0"' in html
+    assert "Use a row from the dataset" in html
+    assert '<details class="mt-2" id="console-json">' in html
+    assert 'data-url="http://testserver/serving/project-a/iris/v2/models/iris/infer"' in html
+    assert f'data-sample-url="/api/v1/services/{served.pk}/sample-row/"' in html
     assert "js/serving.js" in html
     assert "vendor/echarts/echarts.min.js" in html
 

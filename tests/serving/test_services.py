@@ -273,10 +273,8 @@ def test_stop_start_scale_delete_and_the_key(world, v1):
     assert set(LocalWorkload.objects.filter(uid__in=live).values_list("state", flat=True)) == {"cancelled"}
 
 
-def test_a_deploy_needs_an_agent(world, v1, monkeypatch):
-    from apps.runtime.local import runtime
-
-    monkeypatch.setattr(runtime, "_ready_at", float("-inf"))  # forget an agent an earlier test's deploy saw
+def test_a_deploy_needs_an_agent(world, v1):
+    # No agent an earlier test saw is remembered: tests/conftest.py's _forget_seen_agents.
     service = create_service(world.project_a, world.alice, name="iris", registered_model=v1.registered_model,
                              model_version=1)  # fmt: skip
     with pytest.raises(ValidationError, match="No agent is running"):

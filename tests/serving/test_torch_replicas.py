@@ -18,7 +18,7 @@ from tests.jobs.conftest import train_python  # noqa: F401 (fixture: skips witho
 
 @pytest.mark.parametrize(
     ("framework", "python"),
-    [(Framework.PYTORCH, "{python:train}"), (Framework.SKLEARN, "{python}"), (Framework.ONNX, "{python}")],
+    [(Framework.PYTORCH, "{python:train}"), (Framework.SKLEARN, "{python}"), (Framework.ONNX, "{python:train}")],
 )
 def test_a_pytorch_replica_runs_in_the_train_environment(framework, python):
     config = {"framework": framework, "model_name": "m", "model_version": 2}

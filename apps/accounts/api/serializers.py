@@ -26,6 +26,7 @@ class ApiTokenSerializer(StrictModelSerializer):
             "name",
             "project",
             "scope",
+            "kind",
             "prefix",
             "created_at",
             "expires_at",
@@ -34,7 +35,7 @@ class ApiTokenSerializer(StrictModelSerializer):
             "is_active",
             "days",
         ]
-        read_only_fields = ["id", "prefix", "created_at", "last_used_at", "revoked_at"]
+        read_only_fields = ["id", "kind", "prefix", "created_at", "last_used_at", "revoked_at"]
 
 
 class NewApiTokenSerializer(ApiTokenSerializer):

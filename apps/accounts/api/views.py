@@ -47,7 +47,7 @@ class ApiTokenViewSet(
     permission_classes = USER_PERMISSIONS
     throttle_classes = [TokenCreateRateThrottle]  # counts only creations (POST): 429 with Retry-After past the limit
     filterset_class = ApiTokenFilterSet
-    ordering_fields = ["created_at", "last_used_at"]
+    ordering_fields = ["name", "created_at", "expires_at", "last_used_at"]  # as ApiTokenFilterSet (?search= too)
 
     def get_queryset(self) -> QuerySet[ApiToken]:
         if getattr(self, "swagger_fake_view", False):

@@ -50,7 +50,7 @@ class DatasetViewSet(ProjectScopedViewSet):
     queryset = Dataset.objects.select_related("project", "created_by")
     serializer_class = DatasetSerializer
     filterset_class = DatasetFilterSet
-    search_fields = ["name", "description", "source"]
+    ordering_fields = ["name", "created_at"]  # DatasetFilterSet reads ?search= and ?ordering= (a bad one: 400)
     action_perms = {"lineage": VIEW}
 
     def get_queryset(self) -> QuerySet:

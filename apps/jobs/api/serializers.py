@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.jobs.dag import ENV_NAME_RE, MAX_TIMEOUT, resource_message
+from apps.jobs.diagnosis import CAUSES, failed_attempts
 from apps.jobs.forms import registry_credential_errors
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
+from apps.jobs.schedules import next_dates
 from apps.projects.api.base import request_token
 from apps.projects.api.serializers import StrictModelSerializer, StrictSerializer, VisibleProjectField
 from apps.runtime.kubernetes.manifests import FRAMEWORKS
@@ -38,7 +42,8 @@ class JobTemplateSerializer(StrictModelSerializer):
         model = JobTemplate
         fields = [
             "id", "project", "slug", "version", "ref", "name", "category", "description", "image", "command",
-            "workdir", "env", "args_schema", "resources", "kind", "framework", "replicas", "timeout", "created_at",
+            "workdir", "env", "args_schema", "resources", "kind", "framework", "replicas", "strategy", "timeout",
+            "side_effects", "created_at",
         ]  # fmt: skip
         read_only_fields = ["version", "created_at"]
         extra_kwargs = {"timeout": {"min_value": 1, "max_value": MAX_TIMEOUT}}
@@ -105,40 +110,97 @@ class PipelineYamlSerializer(StrictSerializer):
     yaml = serializers.CharField(help_text=_("A pipeline exported as YAML (apiVersion portal/v1, kind Pipeline)."))
 
 
+class DiagnosisSerializer(StrictSerializer):
+    """Why a failed attempt failed and what to try next (docs/diagnosis.md), in the request's language."""
+
+    cause = serializers.ChoiceField(choices=CAUSES, help_text=_("The cause's code, e.g. oom, module_not_found."))
+    title = serializers.CharField(help_text=_("The cause in words, e.g. “out of memory”."))
+    message = serializers.CharField(help_text=_("The cause with what was seen: “out of memory: …”."))
+    suggestion = serializers.CharField(help_text=_("The next step to try."))
+    detail = serializers.CharField(help_text=_("What the rule saw: a reason, a log line, a measure."))
+
+
+class TaskFailureSerializer(DiagnosisSerializer):
+    task = serializers.IntegerField(help_text=_("The failed attempt (a task-run id)."))
+    node = serializers.CharField()
+    attempt = serializers.IntegerField()
+
+
+class FailureCountSerializer(StrictSerializer):
+    cause = serializers.ChoiceField(choices=CAUSES)
+    title = serializers.CharField()
+    suggestion = serializers.CharField()
+    count = serializers.IntegerField(help_text=_("Failed attempts of the project with this cause."))
+
+
+class ProjectFailuresSerializer(StrictSerializer):
+    project = serializers.CharField()
+    total = serializers.IntegerField(help_text=_("Failed attempts of the project with a diagnosis."))
+    causes = FailureCountSerializer(many=True, help_text=_("Most frequent first."))
+
+
 class TaskRunSerializer(StrictModelSerializer):
     duration = serializers.FloatField(read_only=True)
+    diagnosis = serializers.SerializerMethodField()
 
     class Meta:
         model = TaskRun
         fields = [
             "id", "run", "node", "attempt", "status", "reason", "waiting_reason", "not_before", "exit_code",
-            "cache_key", "cached_from", "output_dir", "output_digest", "resources", "usage", "created_at",
-            "queued_at", "started_at", "finished_at", "duration", "image_digest",
+            "cache_key", "cached_from", "output_dir", "output_digest", "resources", "usage", "resource_warnings",
+            "created_at", "queued_at", "started_at", "finished_at", "duration", "image_digest", "diagnosis",
         ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(DiagnosisSerializer(allow_null=True))
+    def get_diagnosis(self, task: TaskRun) -> dict[str, str] | None:
+        return task.diagnosis
 
 
 class PipelineRunSerializer(StrictModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     progress = serializers.SerializerMethodField()
+    failures = serializers.SerializerMethodField()
 
     class Meta:
         model = PipelineRun
         fields = [
             "id", "project", "pipeline", "pipeline_name", "number", "status", "reason", "trigger", "schedule",
             "logical_date", "rerun_of", "priority", "created_by", "created_at", "started_at", "finished_at",
-            "progress", "spec",
+            "progress", "failures", "spec",
         ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(TaskFailureSerializer(many=True))
+    def get_failures(self, run: PipelineRun) -> list[dict[str, Any]]:
+        """Its failed attempts' diagnoses, oldest first (prefetched by the viewset as `failed_attempts`)."""
+        failed = getattr(run, "failed_attempts", None)
+        if failed is None:
+            failed = failed_attempts(run)
+        return [{"task": t.pk, "node": t.node, "attempt": t.attempt, **t.diagnosis} for t in failed if t.diagnosis]
 
     def get_progress(self, run: PipelineRun) -> dict[str, int]:
         done, total = run.progress()
         return {"done": done, "total": total}
 
 
+class BackfillSerializer(StrictSerializer):
+    start = serializers.DateTimeField(help_text=_("The first date to run (included)."))
+    end = serializers.DateTimeField(help_text=_("The last date to run (included; not in the future)."))
+
+
+class DuplicateSerializer(StrictSerializer):
+    name = serializers.CharField(required=False, allow_blank=True, max_length=100,
+                                 help_text=_("The copy's name; empty: the original's with -copy."))  # fmt: skip
+
+
 class StartRunSerializer(StrictSerializer):
-    pass
+    ignore_cache = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=_("Run every node again, even those whose inputs match an earlier successful task."),
+    )
 
 
 class UsagePointsSerializer(StrictSerializer):
@@ -146,14 +208,27 @@ class UsagePointsSerializer(StrictSerializer):
     v = serializers.ListField(child=serializers.FloatField())
 
 
+class ResourceWarningSerializer(StrictSerializer):
+    kind = serializers.ChoiceField(choices=["low_gpu", "memory_near_limit"])
+    replica = serializers.CharField()
+    reason = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
 class TaskUsageSerializer(StrictSerializer):
     task = serializers.IntegerField()
     node = serializers.CharField()
     attempt = serializers.IntegerField()
+    replica = serializers.CharField(
+        help_text=_('The replica ("0" alone; "master-0", "worker-1"… of a distributed task).')
+    )
     status = serializers.CharField()
     total = serializers.IntegerField(help_text=_("Samples stored (before downsampling)."))
     cpu = UsagePointsSerializer(help_text=_("CPU, in percent of one core."))
     rss = UsagePointsSerializer(help_text=_("Resident memory, in bytes."))
+    gpu = UsagePointsSerializer(allow_null=True, help_text=_("GPU utilisation in percent; null without GPUs."))
+    gpu_memory = UsagePointsSerializer(allow_null=True, help_text=_("GPU memory in bytes; null without GPUs."))
+    warnings = ResourceWarningSerializer(many=True, help_text=_("Low GPU utilisation, memory near its limit."))
 
 
 class RunUsageSerializer(StrictSerializer):
@@ -206,14 +281,18 @@ class RerunSerializer(StrictSerializer):
 
 class ScheduleSerializer(StrictModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    next_runs = serializers.SerializerMethodField(help_text=_("The next dates it fires at (none while paused)."))
 
     class Meta:
         model = Schedule
         fields = [
             "id", "project", "pipeline", "cron", "timezone", "start_date", "catchup", "max_active_runs",
-            "depends_on_past", "enabled", "last_logical_date", "created_at",
+            "depends_on_past", "enabled", "last_logical_date", "created_at", "next_runs",
         ]  # fmt: skip
         read_only_fields = ["project", "last_logical_date", "created_at"]
+
+    def get_next_runs(self, schedule: Schedule) -> list[datetime]:
+        return next_dates(schedule, 5)
 
     def validate_pipeline(self, pipeline: Pipeline) -> Pipeline:
         request = self.context["request"]

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.core.handlers.asgi import ASGIRequest
-from django.db.models import QuerySet
-from django.http import HttpResponse, StreamingHttpResponse
+from django.db.models import Prefetch, QuerySet
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -12,9 +13,11 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.jobs import logs, schedules, services, usage
+from apps.jobs import diagnosis, logs, schedules, services, usage
 from apps.jobs.api import idempotency
 from apps.jobs.api.serializers import (
+    BackfillSerializer,
+    DuplicateSerializer,
     ImageSerializer,
     JobTemplateSerializer,
     LogPageSerializer,
@@ -22,9 +25,11 @@ from apps.jobs.api.serializers import (
     PipelineRunSerializer,
     PipelineSerializer,
     PipelineYamlSerializer,
+    ProjectFailuresSerializer,
     RerunSerializer,
     RunUsageSerializer,
     ScheduleSerializer,
+    StartRunSerializer,
     TaskRunSerializer,
 )
 from apps.jobs.dryrun import choose_cluster, dry_run
@@ -39,7 +44,8 @@ from apps.jobs.filters import (
 from apps.jobs.models import Image, JobTemplate, Pipeline, PipelineRun, Schedule, TaskRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet, request_token
-from apps.projects.permissions import CONTRIBUTE, VIEW
+from apps.projects.models import Project
+from apps.projects.permissions import CONTRIBUTE, VIEW, projects_for
 
 
 class JobTemplateViewSet(ProjectScopedViewSet):
@@ -99,8 +105,10 @@ class PipelineViewSet(ProjectScopedViewSet):
     queryset = Pipeline.objects.select_related("project")
     serializer_class = PipelineSerializer
     filterset_class = PipelineFilterSet
-    search_fields = ["name", "description"]
-    action_perms = {"run": CONTRIBUTE, "export": VIEW, "manifests": VIEW, "import_yaml": CONTRIBUTE}
+    ordering_fields = ["name", "created_at", "updated_at"]  # PipelineFilterSet reads ?search= and ?ordering=
+    action_perms = {
+        "run": CONTRIBUTE, "duplicate": CONTRIBUTE, "export": VIEW, "manifests": VIEW, "import_yaml": CONTRIBUTE,
+    }  # fmt: skip
 
     def perform_create(self, serializer: PipelineSerializer) -> None:
         data = serializer.validated_data
@@ -119,8 +127,21 @@ class PipelineViewSet(ProjectScopedViewSet):
             layout=data.get("layout"),
         )  # fmt: skip
 
+    def perform_destroy(self, instance: Pipeline) -> None:
+        services.delete_pipeline(instance)
+
+    @extend_schema(request=DuplicateSerializer, responses={201: PipelineSerializer})
+    @action(detail=True, methods=["post"])
+    def duplicate(self, request: Request, pk: str | None = None) -> Response:
+        """A copy of the pipeline (spec, description, layout) under `name`, or "<name>-copy" when none is given."""
+        pipeline = self.get_object()
+        body = DuplicateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        copy = services.duplicate_pipeline(pipeline, request.user, body.validated_data.get("name", ""))
+        return Response(PipelineSerializer(copy, context=self.get_serializer_context()).data, status=201)
+
     @extend_schema(
-        request=None,
+        request=StartRunSerializer,
         parameters=[idempotency.PARAMETER],
         responses={201: PipelineRunSerializer, 200: PipelineRunSerializer},
     )
@@ -128,9 +149,15 @@ class PipelineViewSet(ProjectScopedViewSet):
     def run(self, request: Request, pk: str | None = None) -> Response:
         """Start a run of this pipeline (201). With an `Idempotency-Key`, a retry returns the same run (200)."""
         pipeline = self.get_object()
+        body = StartRunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        ignore_cache = body.validated_data["ignore_cache"]
         trigger = "api" if request_token(request) else "manual"
         return idempotency.start_response(
-            request, "run", pipeline.pk, lambda: services.start_run(pipeline, request.user, trigger=trigger)
+            request,
+            "run",
+            pipeline.pk,
+            lambda: services.start_run(pipeline, request.user, trigger=trigger, ignore_cache=ignore_cache),
         )
 
     @extend_schema(responses={200: OpenApiResponse(description="The pipeline as YAML")})
@@ -189,15 +216,15 @@ class PipelineRunViewSet(
     queryset = PipelineRun.objects.select_related("project", "created_by")
     serializer_class = PipelineRunSerializer
     filterset_class = PipelineRunFilterSet
-    search_fields = ["pipeline_name"]
-    ordering_fields = ["created_at", "number", "status"]
+    ordering_fields = ["number", "pipeline_name", "status", "created_at", "started_at"]  # as PipelineRunFilterSet
     action_perms = {
         "cancel": CONTRIBUTE, "retry": CONTRIBUTE, "rerun": CONTRIBUTE, "usage": VIEW, "logs": VIEW,
         "logs_download": VIEW,
     }  # fmt: skip
 
     def get_queryset(self) -> QuerySet:
-        return super().get_queryset().with_progress()
+        failed = Prefetch("tasks", queryset=diagnosis.diagnosed(), to_attr="failed_attempts")
+        return super().get_queryset().with_progress().prefetch_related(failed)
 
     @extend_schema(
         parameters=[
@@ -314,6 +341,38 @@ class TaskRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ProjectSc
     queryset = TaskRun.objects.select_related("run", "run__project")
     serializer_class = TaskRunSerializer
     filterset_class = TaskRunFilterSet
+    action_perms = {"usage": VIEW, "failures": VIEW}
+
+    @extend_schema(
+        parameters=[OpenApiParameter("project", str, required=True, description="The project's slug.")],
+        responses={200: dict},
+    )
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
+    def usage(self, request: Request) -> Response:
+        """What the project's running tasks use now (latest samples: CPU cores, memory, GPU) and per minute over
+        the last hour, against its quota: the project overview's live meters."""
+        return Response(usage.project_usage(self._project(request)))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("project", str, required=True, description="The project's slug.")],
+        responses={200: ProjectFailuresSerializer},
+    )
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
+    def failures(self, request: Request) -> Response:
+        """The project's failed attempts counted by diagnosed cause (docs/diagnosis.md), most frequent first, each
+        with its next step."""
+        return Response(diagnosis.project_failures(self._project(request)))
+
+    def _project(self, request: Request) -> Project:
+        """The project `?project=<slug>` names, among the user's (and the token's)."""
+        slug = request.query_params.get("project", "")
+        if not slug:
+            raise DRFValidationError({"project": [_("Name the project (its slug).")]})
+        project = get_object_or_404(projects_for(request.user), slug=slug)
+        token = request_token(request)
+        if token is not None and token.project_id not in (None, project.pk):
+            raise Http404
+        return project
 
 
 class ScheduleViewSet(ProjectScopedViewSet):
@@ -333,3 +392,16 @@ class ScheduleViewSet(ProjectScopedViewSet):
             # The schedule's runs start in the new pipeline's project: the user must be allowed to start them there.
             self.check_project(pipeline.project)
         serializer.instance = schedules.save_schedule(serializer.instance, **serializer.validated_data)
+
+    def perform_destroy(self, instance: Schedule) -> None:
+        schedules.delete_schedule(instance)
+
+    @extend_schema(request=BackfillSerializer, responses={201: PipelineRunSerializer(many=True)})
+    @action(detail=True, methods=["post"])
+    def backfill(self, request: Request, pk: str | None = None) -> Response:
+        """One run per date the schedule fires at from `start` to `end` (at most 50; dates with a run skipped)."""
+        schedule = self.get_object()
+        body = BackfillSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        runs = schedules.backfill(schedule, request.user, body.validated_data["start"], body.validated_data["end"])
+        return Response(PipelineRunSerializer(runs, many=True, context=self.get_serializer_context()).data, status=201)

@@ -152,6 +152,46 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def model_and_rows_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of a task that reads a registered model and rows to try it on (explain, onnx-optimise)."""
+    p.add_argument(
+        *flag("model"),
+        default="",
+        help="models:/name/3, models:/name@alias, or a model file or folder (default: the version the "
+        "upstream model-register node registered)",
+    )
+    p.add_argument(*flag("dataset"), default="", help="local folder of a dataset version (default: upstream test.csv)")
+    p.add_argument(*flag("file"), default="", help="the CSV file inside the dataset version (default: its only one)")
+    p.add_argument(*flag("label_column"), default="", help="the class column (default: the one non-feature column)")
+
+
+def write_mlmodel(folder: Path, flavors: dict[str, dict[str, Any]], requirements: str, **fields: Any) -> None:
+    """An MLflow Model folder's description: MLmodel (as JSON, which is valid YAML) with `flavors` (its
+    `python_function` completed with this Python's version and the env file), `fields` (signature, metadata…), a
+    fresh uuid and time; the python_env.yaml it points at; and requirements.txt."""
+    import platform
+    import uuid
+    from datetime import UTC, datetime
+
+    (folder / "requirements.txt").write_text(requirements)
+    pyfunc = {**flavors["python_function"], "python_version": platform.python_version()}
+    pyfunc["env"] = {"virtualenv": "python_env.yaml"}
+    mlmodel = {
+        "artifact_path": "model",
+        "flavors": {**flavors, "python_function": pyfunc},
+        **fields,
+        "model_uuid": uuid.uuid4().hex,
+        "utc_time_created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),
+    }
+    (folder / "MLmodel").write_text(json.dumps(mlmodel, indent=2) + "\n")
+    python_env = {
+        "python": platform.python_version(),
+        "build_dependencies": ["pip"],
+        "dependencies": ["-r requirements.txt"],
+    }
+    (folder / "python_env.yaml").write_text(json.dumps(python_env) + "\n")
+
+
 def run_child(argv: list[str]) -> int:
     """Run a child with our stdout/stderr (so its output streams as it comes) and return its exit code.
 

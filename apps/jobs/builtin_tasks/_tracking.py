@@ -134,7 +134,9 @@ class Tracking:
 
     # --- registry ---------------------------------------------------------------------------------
 
-    def register(self, name: str, source: str, run_id: str, description: str = "") -> dict[str, Any]:
+    def register(
+        self, name: str, source: str, run_id: str, description: str = "", tags: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         try:
             self.call("POST", "registered-models/create", {"name": name})
         except TrackingError as exc:
@@ -143,6 +145,8 @@ class Tracking:
         body = {"name": name, "source": source, "run_id": run_id}
         if description:
             body["description"] = description
+        if tags:
+            body["tags"] = [{"key": k, "value": v} for k, v in tags.items()]
         version = self.call("POST", "model-versions/create", body)["model_version"]
         deadline = time.monotonic() + 60
         while version.get("status") == "PENDING_REGISTRATION" and time.monotonic() < deadline:
@@ -154,5 +158,68 @@ class Tracking:
             raise TrackingError(f"model {name} version {version.get('version')} is {version.get('status')}")
         return version
 
+    def model_version(self, ref: str) -> dict[str, Any]:
+        """The model version record (name, version, source, …) of `name/<version>` or `name@<alias>` (what follows
+        models:/)."""
+        if "@" in ref:
+            name, alias = ref.rsplit("@", 1)
+            return self.call("GET", "registered-models/alias", {"name": name, "alias": alias})["model_version"]
+        if "/" in ref:
+            name, number = ref.rsplit("/", 1)
+            return self.call("GET", "model-versions/get", {"name": name, "version": number})["model_version"]
+        raise TrackingError(f"models:/{ref}: name a version (models:/name/3) or an alias (models:/name@staging)")
+
+    def model_version_source(self, ref: str) -> tuple[str, str]:
+        """(artifact URI, "name version N") of `name/<version>` or `name@<alias>` (what follows models:/)."""
+        version = self.model_version(ref)
+        name = ref.rsplit("@", 1)[0] if "@" in ref else ref.rsplit("/", 1)[0]
+        return version["source"], f"{name} version {version['version']}"
+
+    def download(self, artifact_uri: str, target: Path) -> int:
+        """Download every file under an artifact URI (proxied artifact service) into `target`; the file count."""
+        prefix = "mlflow-artifacts:"
+        if not artifact_uri.startswith(prefix):
+            raise TrackingError(f"cannot download {artifact_uri!r}: only the proxied artifact service is supported")
+        root = artifact_uri[len(prefix) :].strip("/")
+        base = f"{self.uri}/api/2.0/mlflow-artifacts/artifacts"
+        count, pending = 0, [""]
+        while pending:
+            relative = pending.pop()
+            where = f"{root}/{relative}".rstrip("/")
+            listing = self._request("GET", f"{base}?{urllib.parse.urlencode({'path': where})}", None, "")
+            for entry in listing.get("files", []):
+                child = f"{relative}/{entry['path']}".lstrip("/")
+                if entry.get("is_dir"):
+                    pending.append(child)
+                    continue
+                request = urllib.request.Request(f"{base}/{urllib.parse.quote(f'{root}/{child}')}")
+                if self.token:
+                    request.add_header("Authorization", f"Bearer {self.token}")
+                path = target / child
+                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    with urllib.request.urlopen(request, timeout=TIMEOUT) as response, path.open("wb") as fh:
+                        while block := response.read(1 << 20):
+                            fh.write(block)
+                except (urllib.error.URLError, OSError) as exc:
+                    raise TrackingError(f"GET {root}/{child}: {exc}") from None
+                count += 1
+        if not count:
+            raise TrackingError(f"{artifact_uri} holds no files")
+        return count
+
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self.call("POST", "registered-models/alias", {"name": name, "alias": alias, "version": str(version)})
+
+
+def tracked_model(info: dict[str, Any], experiment: str, **extra: Any) -> dict[str, Any]:
+    """What a training task writes to tracking.json about the run that holds its model (model-register reads it)."""
+    return {
+        "run_id": info["run_id"],
+        "experiment_id": info["experiment_id"],
+        "experiment": experiment,
+        "artifact_uri": info["artifact_uri"],
+        "model_uri": f"runs:/{info['run_id']}/model",
+        "model_source": f"{info['artifact_uri']}/model",
+        **extra,
+    }

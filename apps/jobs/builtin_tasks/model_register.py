@@ -15,7 +15,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = parser("model_register", __doc__)
     p.add_argument(*flag("name"), required=True, help="registered model name (created when new)")
     p.add_argument(*flag("alias"), default="staging", help="alias to move to the new version; empty: none")
-    p.add_argument(*flag("description"), default="", help="description of the new version")
+    p.add_argument(
+        *flag("description"),
+        default="",
+        help="description of the new version (default: the card the training wrote, if any)",
+    )
     p.add_argument(*flag("input"), default="", help="tracking.json or its folder (default: the upstream one)")
     return p
 
@@ -37,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, KeyError) as exc:
             raise TaskError(f"{path} is not a tracking record of a training run ({exc})") from None
         tracking = Tracking()
-        version = tracking.register(name, source, run_id, args.description)
+        # the training's own card (the LoRA fine-tune writes one) unless a description is given
+        description = args.description or str(tracked.get("description") or "")
+        version = tracking.register(name, source, run_id, description)
         if alias:
             tracking.set_alias(name, alias, version["version"])
     except TaskError as exc:

@@ -108,14 +108,9 @@ class EpochLog:
         except self.error as exc:
             log(f"warning: tracking failed: {exc}")
             return
-        write_json(
-            out / "tracking.json",
-            {
-                "run_id": run_id, "experiment_id": self.info["experiment_id"], "experiment": self.experiment,
-                "artifact_uri": self.info["artifact_uri"], "model_uri": f"runs:/{run_id}/model",
-                "model_source": f"{self.info['artifact_uri']}/model",
-            },
-        )  # fmt: skip
+        from apps.jobs.builtin_tasks._tracking import tracked_model
+
+        write_json(out / "tracking.json", tracked_model(self.info, self.experiment))
         log(f"tracked as run {run_id} in experiment {self.experiment!r} (params, {METRIC} per epoch, model)")
 
 

@@ -19,6 +19,7 @@ from apps.jobs.builtin_tasks._common import (
     read_csv,
     resolve_input,
     write_json,
+    write_mlmodel,
 )
 
 MODELS = ("logistic_regression", "random_forest")
@@ -131,9 +132,6 @@ def mlflow_model_dir(estimator: Any, root: Path, features: list[str] | None = No
     MLmodel has a tensor signature of strings under that name: the model server takes BYTES rows for it, and "Try
     it" shows a text box."""
     import pickle
-    import platform
-    import uuid
-    from datetime import UTC, datetime
 
     import sklearn
 
@@ -141,40 +139,23 @@ def mlflow_model_dir(estimator: Any, root: Path, features: list[str] | None = No
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "model.pkl").open("wb") as fh:
         pickle.dump(estimator, fh, protocol=pickle.DEFAULT_PROTOCOL)
-    (folder / "requirements.txt").write_text(f"scikit-learn=={sklearn.__version__}\n")
-    mlmodel = {
-        "artifact_path": "model",
-        "flavors": {
-            "python_function": {
-                "loader_module": "mlflow.sklearn",
-                "model_path": "model.pkl",
-                "predict_fn": "predict",
-                "python_version": platform.python_version(),
-                "env": {"virtualenv": "python_env.yaml"},
-            },
-            "sklearn": {
-                "pickled_model": "model.pkl",
-                "serialization_format": "pickle",
-                "sklearn_version": sklearn.__version__,
-                "code": None,
-            },
+    flavors = {
+        "python_function": {"loader_module": "mlflow.sklearn", "model_path": "model.pkl", "predict_fn": "predict"},
+        "sklearn": {
+            "pickled_model": "model.pkl",
+            "serialization_format": "pickle",
+            "sklearn_version": sklearn.__version__,
+            "code": None,
         },
-        "model_uuid": uuid.uuid4().hex,
-        "utc_time_created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),
     }
+    fields: dict[str, Any] = {}
     if features:
         columns = [{"type": "double", "name": name, "required": True} for name in features]
-        mlmodel["signature"] = {"inputs": json.dumps(columns), "outputs": None}
+        fields["signature"] = {"inputs": json.dumps(columns), "outputs": None}
     if text:
         tensor = {"type": "tensor", "name": text, "tensor-spec": {"dtype": "str", "shape": [-1]}}
-        mlmodel["signature"] = {"inputs": json.dumps([tensor]), "outputs": None}
-    (folder / "MLmodel").write_text(json.dumps(mlmodel, indent=2) + "\n")
-    python_env = {
-        "python": platform.python_version(),
-        "build_dependencies": ["pip"],
-        "dependencies": ["-r requirements.txt"],
-    }
-    (folder / "python_env.yaml").write_text(json.dumps(python_env) + "\n")
+        fields["signature"] = {"inputs": json.dumps([tensor]), "outputs": None}
+    write_mlmodel(folder, flavors, f"scikit-learn=={sklearn.__version__}\n", **fields)
     return folder
 
 
@@ -195,7 +176,7 @@ def track(
         log("tracking skipped: MLFLOW_TRACKING_URI is not set")
         return
     curve = accuracy_curve(estimator, x, y)
-    from apps.jobs.builtin_tasks._tracking import Tracking, TrackingError
+    from apps.jobs.builtin_tasks._tracking import Tracking, TrackingError, tracked_model
 
     out = output_dir()
     run_name = "-".join(filter(None, [os.environ.get("PORTAL_PIPELINE"), os.environ.get("PORTAL_RUN_ID"),
@@ -215,17 +196,7 @@ def track(
     except TrackingError as exc:
         log(f"warning: tracking failed: {exc}")
         return
-    write_json(
-        out / "tracking.json",
-        {
-            "run_id": info["run_id"],
-            "experiment_id": info["experiment_id"],
-            "experiment": experiment,
-            "artifact_uri": info["artifact_uri"],
-            "model_uri": f"runs:/{info['run_id']}/model",
-            "model_source": f"{info['artifact_uri']}/model",
-        },
-    )
+    write_json(out / "tracking.json", tracked_model(info, experiment))
     log(f"tracked as run {info['run_id']} in experiment {experiment!r} (params, train_accuracy, model)")
 
 

@@ -6,7 +6,16 @@ from typing import Any
 from django import template
 from django.utils.translation import gettext as _
 
+from apps.jobs import reasons as _formats  # noqa: F401  (registers the shapes `reason` translates)
+from portal.lib import reasons
+
 register = template.Library()
+
+
+@register.filter
+def reason(text: str | None) -> str:
+    """A stored waiting or failure reason in the viewer's language (portal/lib/reasons.py)."""
+    return reasons.translate(text or "")
 
 
 @register.filter

@@ -49,13 +49,17 @@ def template_entry(template: JobTemplate) -> dict[str, Any]:
         "slug": template.slug,
         "version": template.version,
         "ref": template.ref,
-        "name": template.name,
-        "category": template.category or "general",
-        "description": template.description,
+        # Shown to a person: a built-in's text in the user's language (the REST API keeps the stored text).
+        "name": template.display_name,
+        "category": template.display_category or "general",
+        "description": template.display_description,
         "args": args,
         "resources": template.resources or {},
         "timeout": template.timeout,
         "kind": template.kind,
+        "framework": template.framework,
+        "replicas": template.replicas or {},
+        "strategy": template.strategy or {},
         "own": template.project_id is not None,
     }
 
@@ -113,6 +117,8 @@ def editor_data(request: HttpRequest, project: Project, pipeline: Pipeline | Non
             else None
         ),
         "templates": palette_templates(project, spec),
+        # Each distributed node's layout ("world 8 = dp 2 × tp 2 × pp 2, …"); the check below sends it afresh.
+        "layouts": services.strategy_layouts(project, spec),
         "limits": limits,
         "max_retries": MAX_RETRIES,
         "choices": reference_choices(project),
@@ -153,7 +159,8 @@ def pipeline_editor(request: HttpRequest, project: Project, pipeline: Pipeline) 
 def pipeline_validate(request: HttpRequest, project: Project) -> JsonResponse:
     """Check a pipeline as saving would, without saving. Body: {"spec": {...}, "name": "...", "pipeline": id|null}.
 
-    A check that ran answers 200 with `{"valid": bool, "errors": {...}}`, the errors keyed like the API's
+    A check that ran answers 200 with `{"valid": bool, "errors": {...}}` (and `layouts`, {node: "world 8 = dp 2 × …"},
+    for the nodes with a distributed strategy that can run), the errors keyed like the API's
     ("name", "nodes.<node>.args.<arg>"): an invalid pipeline is the answer, not a failed request (the editor
     checks before it saves, so a browser console stays free of failed requests). A body that is not JSON is 400.
     """
@@ -174,7 +181,11 @@ def pipeline_validate(request: HttpRequest, project: Project) -> JsonResponse:
         services.normalize_spec(project, body.get("spec"))
     except ValidationError as exc:
         errors.update(exc.message_dict if hasattr(exc, "error_dict") else {"spec": exc.messages})
-    return JsonResponse({"valid": not errors, "errors": errors})
+    answer: dict[str, Any] = {"valid": not errors, "errors": errors}
+    layouts = services.strategy_layouts(project, body.get("spec"))
+    if layouts:  # distributed nodes with a strategy: the properties panel shows each one's layout
+        answer["layouts"] = layouts
+    return JsonResponse(answer)
 
 
 def _name_errors(project: Project, name: Any, pipeline_id: Any) -> dict[str, list[str]]:
@@ -190,6 +201,8 @@ def editor_messages() -> dict[str, str]:
     """The editor script's words, translated here (the script has no catalogue of its own)."""
     return {
         "saved": _("Saved."),
+        "editing": _("Editing %(name)s"),
+        "pageTitle": _("Edit %(name)s"),
         "saving": _("Saving…"),
         "valid": _("The pipeline is valid."),
         "invalidNodes": _("Problems on %(count)s node(s): they are outlined in red; select one to see what is wrong."),
@@ -271,4 +284,13 @@ def editor_messages() -> dict[str, str]:
         "envHelp": _("One NAME=value per line; ${secret:NAME} refers to a project secret."),
         "envLine": _("Line %(line)s is not NAME=value."),
         "ownTemplate": _("this project"),
+        "strategy": _("Distributed strategy"),
+        "strategyHelp": _(
+            "JSON overriding the template's strategy key by key: type (ddp, fsdp, deepspeed, horovod), zero_stage, "
+            "tensor_parallel, pipeline_parallel, precision (fp32, fp16, bf16), gradient_checkpointing, "
+            "gradient_accumulation."
+        ),
+        "strategyTemplate": _("Template's strategy: %(strategy)s"),
+        "layout": _("Layout: %(layout)s"),
+        "layoutUnknown": _("Check the pipeline to see the layout."),
     }

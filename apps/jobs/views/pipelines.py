@@ -1,21 +1,27 @@
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from apps.jobs import services
+from apps.jobs import schedules, services
 from apps.jobs.dryrun import choose_cluster, cluster_choices, dry_run
-from apps.jobs.forms import PipelineYamlForm
+from apps.jobs.filters import PipelineFilterSet
+from apps.jobs.forms import BackfillForm, PipelineYamlForm, ScheduleForm
 from apps.jobs.graph import layout
 from apps.jobs.models import Pipeline, PipelineRun
 from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.listing import listing
 
 EXAMPLE = """apiVersion: portal/v1
 kind: Pipeline
@@ -53,10 +59,13 @@ def pipeline_list(request: HttpRequest, project: Project) -> HttpResponse:
     # Two queries whatever the number of pipelines: the newest run's id per pipeline, then those runs
     # (prefetching every run of every pipeline to show one each would load a project's whole history).
     newest = PipelineRun.objects.filter(pipeline=OuterRef("pk")).order_by("-created_at", "-pk").values("pk")[:1]
-    pipelines = list(Pipeline.objects.filter(project=project).annotate(last_run_id=Subquery(newest)))
-    last_runs = PipelineRun.objects.in_bulk([p.last_run_id for p in pipelines if p.last_run_id is not None])
-    rows = [(p, last_runs.get(p.last_run_id)) for p in pipelines]
-    return render(request, "jobs/pipeline_list.html", {"project": project, "rows": rows})
+    pipelines = Pipeline.objects.filter(project=project).annotate(last_run_id=Subquery(newest)).order_by("name", "pk")
+    found = listing(request, PipelineFilterSet, pipelines)
+    page = list(found.page.object_list)
+    last_runs = PipelineRun.objects.in_bulk([p.last_run_id for p in page if p.last_run_id is not None])
+    rows = [(p, last_runs.get(p.last_run_id)) for p in page]
+    context = {"project": project, "rows": rows, "listing": found}
+    return render(request, "jobs/pipeline_list.html", context, status=found.status)
 
 
 @project_view(CONTRIBUTE)
@@ -74,36 +83,79 @@ def pipeline_create(request: HttpRequest, project: Project) -> HttpResponse:
 
 @project_view(VIEW, model=Pipeline)
 def pipeline_detail(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
-    """The DAG picture, the YAML editor (saving validates) and the recent runs."""
-    can_edit = has_project_perm(request.user, project, CONTRIBUTE)
+    """The DAG picture, the YAML editor (saving validates), the schedules and the recent runs."""
     form = PipelineYamlForm(
         request.POST or None, initial={"yaml": dump_pipeline(pipeline.name, pipeline.description, pipeline.spec)}
     )
     if request.method == "POST":
-        if not can_edit:
+        if not has_project_perm(request.user, project, CONTRIBUTE):
             raise PermissionDenied
         if form.is_valid() and _save_from_yaml(form, project, request.user, pipeline) is not None:
             messages.success(request, _("Pipeline saved."))
             return redirect("jobs:pipeline-detail", project=project.slug, pk=pipeline.pk)
+    return render_detail(request, project, pipeline, form=form, status=400 if form.errors else 200)
+
+
+def render_detail(
+    request: HttpRequest, project: Project, pipeline: Pipeline, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    """The pipeline page, with the forms a failed action hands back (`schedule_form`, `backfill_form`) in `extra`."""
+    form = extra.pop("form", None) or PipelineYamlForm(
+        initial={"yaml": dump_pipeline(pipeline.name, pipeline.description, pipeline.spec)}
+    )
+    pipeline_schedules = list(pipeline.schedules.order_by("pk"))
+    now = timezone.now()
+    failed = extra.pop("backfill_schedule", None)
+    for schedule in pipeline_schedules:
+        schedule.next_dates = schedules.next_dates(schedule, 3, now)  # type: ignore[attr-defined]
+        schedule.backfill_form = (  # type: ignore[attr-defined]
+            extra["backfill_form"]
+            if failed is not None and failed.pk == schedule.pk
+            else BackfillForm(
+                auto_id=f"backfill-{schedule.pk}-%s",
+                initial={"start": now.date() - timedelta(days=7), "end": now.date()},
+            )
+        )
+        schedule.backfill_open = failed is not None and failed.pk == schedule.pk  # type: ignore[attr-defined]
     context = {
         "project": project,
         "pipeline": pipeline,
         "form": form,
         "graph": layout(pipeline.spec),
         "runs": pipeline.runs.all()[:10],
-        "can_edit": can_edit,
+        "can_edit": has_project_perm(request.user, project, CONTRIBUTE),
+        "schedules": pipeline_schedules,
+        "schedule_count": len(pipeline_schedules),
+        "schedule_form": ScheduleForm(auto_id="schedule-%s"),
+        **{k: v for k, v in extra.items() if k != "backfill_form"},
     }
-    return render(request, "jobs/pipeline_detail.html", context, status=400 if form.errors else 200)
+    return render(request, "jobs/pipeline_detail.html", context, status=status)
 
 
 @project_view(CONTRIBUTE, model=Pipeline, methods=("POST",))
 def pipeline_run(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
     try:
-        run = services.start_run(pipeline, request.user)
+        run = services.start_run(pipeline, request.user, ignore_cache=bool(request.POST.get("ignore_cache")))
     except ValidationError as exc:
         messages.error(request, _("The pipeline cannot run: %(errors)s") % {"errors": " ".join(exc.messages)})
         return redirect("jobs:pipeline-detail", project=project.slug, pk=pipeline.pk)
     return redirect("jobs:run-detail", project=project.slug, pk=run.pk)
+
+
+@project_view(CONTRIBUTE, model=Pipeline, methods=("POST",))
+def pipeline_duplicate(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
+    """A copy named "<name>-copy" (rename it in the editor or the YAML), opened at once."""
+    copy = services.duplicate_pipeline(pipeline, request.user)
+    messages.success(request, _("Copied %(name)s to %(copy)s.") % {"name": pipeline.name, "copy": copy.name})
+    return redirect("jobs:pipeline-detail", project=project.slug, pk=copy.pk)
+
+
+@project_view(CONTRIBUTE, model=Pipeline, methods=("POST",))
+def pipeline_delete(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
+    name = pipeline.name
+    services.delete_pipeline(pipeline)
+    messages.success(request, _("Pipeline %(name)s deleted; its runs are kept.") % {"name": name})
+    return redirect("jobs:pipeline-list", project=project.slug)
 
 
 @project_view(VIEW, model=Pipeline, methods=("GET",))

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -11,22 +10,22 @@ from apps.datasets.models import DatasetUsage
 from apps.jobs import services
 from apps.jobs.filters import RunListFilterSet
 from apps.jobs.graph import layout
-from apps.jobs.models import TASK_FINISHED, PipelineRun, run_status_labels
+from apps.jobs.models import TASK_FINISHED, PipelineRun, TaskStatus, run_status_labels
 from apps.jobs.orchestrator import latest_tasks
 from apps.jobs.views.logs import log_viewer_context
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.listing import listing
 
 
 @project_view(VIEW, methods=("GET",))
 def run_list(request: HttpRequest, project: Project) -> HttpResponse:
-    runs = PipelineRun.objects.filter(project=project).select_related("created_by")
-    filterset = RunListFilterSet(request.GET or None, queryset=runs)
-    page = Paginator(filterset.qs.with_progress(), 25).get_page(request.GET.get("page"))
+    runs = PipelineRun.objects.filter(project=project).select_related("created_by").with_progress()
+    found = listing(request, RunListFilterSet, runs)
     # The active runs' rows follow their status live (static/js/dashboards.js), with these words for the badges.
-    context = {"project": project, "page": page, "form": filterset.form, "status_labels": run_status_labels()}
-    return render(request, "jobs/run_list.html", context)
+    context = {"project": project, "listing": found, "page": found.page, "status_labels": run_status_labels()}
+    return render(request, "jobs/run_list.html", context, status=found.status)
 
 
 def dataset_usages(run: PipelineRun) -> list:
@@ -64,6 +63,8 @@ def run_detail(request: HttpRequest, project: Project, run: PipelineRun) -> Http
         statuses={name: (tasks[name].status if name in tasks else "pending") for name in nodes},
         total=len(nodes),
         percent=int(100 * done / len(nodes)) if nodes else 100,
+        running=sum(1 for t in tasks.values() if t.status == TaskStatus.RUNNING),
+        usage_warnings=[(t, w) for t in context["attempts"] for w in t.resource_warnings],
         **log_viewer_context(project, run),
     )
     return render(request, "jobs/run_detail.html", context)

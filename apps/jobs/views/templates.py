@@ -1,17 +1,24 @@
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
+from types import SimpleNamespace
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 
+from apps.jobs import services
+from apps.jobs.api.serializers import JobTemplateSerializer
 from apps.jobs.args import to_cli_args, validate_args
 from apps.jobs.filters import JobTemplateFilterSet
-from apps.jobs.forms import args_form_class
-from apps.jobs.models import JobTemplate
+from apps.jobs.forms import ImageForm, TemplateForm, args_form_class
+from apps.jobs.models import Image, JobTemplate
 from apps.projects.access import project_view
 from apps.projects.models import Project
-from apps.projects.permissions import VIEW
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.forms import add_service_errors
 
 
 @project_view(VIEW, methods=("GET",))
@@ -25,8 +32,66 @@ def template_list(request: HttpRequest, project: Project) -> HttpResponse:
     query = filterset.form.cleaned_data.get("q", "").strip().lower()
     categories: dict[str, list[JobTemplate]] = {}
     for template in rows:
-        categories.setdefault(template.category, []).append(template)
-    return render(request, "jobs/template_list.html", {"project": project, "categories": categories, "q": query})
+        categories.setdefault(template.display_category, []).append(template)
+    context = {
+        "project": project, "categories": categories, "q": query,
+        "can_create": has_project_perm(request.user, project, CONTRIBUTE),
+    }  # fmt: skip
+    return render(request, "jobs/template_list.html", context)
+
+
+@project_view(CONTRIBUTE)
+def template_create(request: HttpRequest, project: Project) -> HttpResponse:
+    """Register a custom template (or the next version of one): checked by the API's serializer and service."""
+    form = TemplateForm(request.POST or None, auto_id="template-%s")
+    if request.method == "POST" and form.is_valid():
+        session = SimpleNamespace(user=request.user, auth=None)  # what the serializer reads of a request: no token
+        serializer = JobTemplateSerializer(data=form.data_for_api(project.slug), context={"request": session})
+        if not serializer.is_valid():
+            for field, errors in serializer.errors.items():
+                if isinstance(errors, dict):  # resources: {"cpu": [...], ...}, each on its own field
+                    for key, nested in errors.items():
+                        form.add_error(key if key in form.fields else None, [str(e) for e in nested])
+                else:
+                    form.add_error(field if field in form.fields else None, [str(e) for e in errors])
+        else:
+            try:
+                template = services.create_template(**serializer.validated_data)
+            except ValidationError as exc:
+                add_service_errors(form, exc)
+            else:
+                messages.success(request, _("Template %(ref)s registered.") % {"ref": template.ref})
+                return redirect("jobs:template-detail", project=project.slug, pk=template.pk)
+    images = Image.objects.in_project(project).order_by("name").values_list("name", flat=True)
+    context = {"project": project, "form": form, "images": images}
+    return render(request, "jobs/template_form.html", context, status=400 if form.errors else 200)
+
+
+@project_view(VIEW)
+def image_list(request: HttpRequest, project: Project) -> HttpResponse:
+    """The images the project's templates may name (built-ins and its own); editors register and remove them."""
+    can_create = has_project_perm(request.user, project, CONTRIBUTE)
+    form = ImageForm(request.POST or None, instance=Image(project=project), auto_id="image-%s")
+    if request.method == "POST":
+        if not can_create:
+            raise PermissionDenied
+        if form.is_valid():
+            image = form.save()
+            messages.success(request, _("Image %(name)s registered.") % {"name": image.name})
+            return redirect("jobs:image-list", project=project.slug)
+    images = Image.objects.in_project(project).order_by("project_id", "name")
+    context = {"project": project, "images": images, "form": form, "can_create": can_create}
+    return render(request, "jobs/image_list.html", context, status=400 if form.errors else 200)
+
+
+@project_view(CONTRIBUTE, model=Image, methods=("POST",))
+def image_delete(request: HttpRequest, project: Project, image: Image) -> HttpResponse:
+    if image.project_id is None:
+        raise PermissionDenied(_("Built-in images cannot be changed."))
+    name = image.name
+    image.delete()
+    messages.success(request, _("Image %(name)s removed.") % {"name": name})
+    return redirect("jobs:image-list", project=project.slug)
 
 
 @project_view(VIEW, model=JobTemplate, methods=("GET", "POST"))

@@ -49,7 +49,7 @@ class ExperimentViewSet(ProjectScopedViewSet):
     queryset = Experiment.objects.select_related("project")
     serializer_class = ExperimentSerializer
     filterset_class = ExperimentFilterSet
-    search_fields = ["name"]
+    ordering_fields = ["name", "creation_time", "last_update_time"]  # the FilterSet reads ?search=, ?ordering=
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def perform_create(self, serializer: ExperimentSerializer) -> None:
@@ -119,7 +119,7 @@ class RegisteredModelViewSet(ProjectScopedViewSet):
     queryset = RegisteredModel.objects.select_related("project")
     serializer_class = RegisteredModelSerializer
     filterset_class = RegisteredModelFilterSet
-    search_fields = ["name", "description"]
+    ordering_fields = ["name", "creation_timestamp", "last_updated_timestamp"]  # as RegisteredModelFilterSet
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def perform_create(self, serializer: RegisteredModelSerializer) -> None:

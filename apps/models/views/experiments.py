@@ -12,18 +12,21 @@ from dataclasses import dataclass
 
 from django.core.paginator import Paginator
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
+from django.db.models.functions import Coalesce, Greatest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from apps.models import search
+from apps.models.filters import ExperimentFilterSet
 from apps.models.forms import RunSearchForm
 from apps.models.models import Experiment, LatestMetric, Param, Run, RunTag
 from apps.models.views.common import decorate_run, format_number, ms_to_datetime
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import VIEW
+from portal.lib.listing import listing
 
 PAGE_SIZE = 50
 DEFAULT_METRIC_COLUMNS = 6
@@ -114,23 +117,22 @@ def _sort_state(order: str) -> tuple[str, str, bool] | None:
 
 @project_view(VIEW, methods=("GET",))
 def experiment_list(request: HttpRequest, project: Project) -> HttpResponse:
-    experiments = list(
+    experiments = (
         Experiment.objects.filter(project=project)
-        .active()
         .annotate(
             run_count=Count("runs", filter=Q(runs__lifecycle_stage="active")),
-            last_start=Max("runs__start_time"),
-            last_end=Max("runs__end_time"),
+            activity=Greatest(
+                "last_update_time", Coalesce(Max("runs__start_time"), 0), Coalesce(Max("runs__end_time"), 0)
+            ),
         )
-        .order_by("name")
+        .order_by("-activity", "name", "pk")  # the most recently active first, unless the person sorts
     )
-    for exp in experiments:
-        last = max(t for t in (exp.last_update_time, exp.last_start, exp.last_end) if t is not None)
-        exp.last_activity = ms_to_datetime(last)  # type: ignore[attr-defined]
-    experiments.sort(key=lambda e: e.last_activity, reverse=True)  # type: ignore[attr-defined]
-    return render(
-        request, "models/experiment_list.html", {"project": project, "experiments": experiments, "tab": "experiments"}
-    )
+    # Deleted experiments only when asked for (MLflow's "view deleted"): `lifecycle_stage=` means either.
+    found = listing(request, ExperimentFilterSet, experiments, defaults={"lifecycle_stage": "active"})
+    for exp in found.page.object_list:
+        exp.last_activity = ms_to_datetime(exp.activity)  # type: ignore[attr-defined]
+    context = {"project": project, "listing": found, "tab": "experiments"}
+    return render(request, "models/experiment_list.html", context, status=found.status)
 
 
 @project_view(VIEW, model=Experiment, methods=("GET",))
@@ -302,6 +304,7 @@ def run_compare(request: HttpRequest, project: Project) -> HttpResponse:
         "metric_rows": metric_rows,
         "charts": charts,
         "parallel": parallel,
+        "has_numbers": any(d["numeric"] for d in dims),
         "enough": len(runs) >= 2,
         "tab": "experiments",
     }

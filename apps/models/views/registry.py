@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.db.models import Count, Max, Prefetch
+from django.db.models import Count, Max, Prefetch, prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from apps.models import registry
+from apps.models import explanation, optimisation, registry, uses
 from apps.models.errors import TrackingError
+from apps.models.filters import RegisteredModelFilterSet
 from apps.models.forms import AliasForm, ModelCardForm
 from apps.models.models import ModelAlias, ModelVersion, RegisteredModel
 from apps.models.views.common import decorate_run, ms_to_datetime
@@ -17,30 +18,37 @@ from apps.models.views.markdown import render_markdown
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.listing import listing
 
 
 @project_view(VIEW, methods=("GET",))
 def model_list(request: HttpRequest, project: Project) -> HttpResponse:
-    models = list(
+    models = (
         RegisteredModel.objects.filter(project=project)
         .annotate(latest=Max("versions__version"), version_count=Count("versions", distinct=True))
         .prefetch_related(Prefetch("aliases", queryset=ModelAlias.objects.select_related("model_version")))
-        .order_by("name")
+        .order_by("name", "pk")
     )
-    for model in models:
+    found = listing(request, RegisteredModelFilterSet, models)
+    for model in found.page.object_list:
         model.updated = ms_to_datetime(model.last_updated_timestamp)  # type: ignore[attr-defined]
-    return render(request, "models/model_list.html", {"project": project, "models": models, "tab": "models"})
+    context = {"project": project, "listing": found, "tab": "models"}
+    return render(request, "models/model_list.html", context, status=found.status)
 
 
 def _model_context(request: HttpRequest, project: Project, model: RegisteredModel, alias_form: AliasForm) -> dict:
     versions = list(model.versions.select_related("run__experiment").prefetch_related("aliases").order_by("-version"))
     for version in versions:
         version.created = ms_to_datetime(version.creation_timestamp)  # type: ignore[attr-defined]
+    aliases = list(model.aliases.select_related("model_version").order_by("alias"))
+    followers = uses.alias_followers(model)
+    for alias in aliases:
+        alias.followers = ", ".join(use.name for use in followers.get(alias.alias, []))  # type: ignore[attr-defined]
     return {
         "project": project,
         "model": model,
         "versions": versions,
-        "aliases": list(model.aliases.select_related("model_version").order_by("alias")),
+        "aliases": aliases,
         "alias_form": alias_form,
         "can_edit": has_project_perm(request.user, project, CONTRIBUTE),
         "tab": "models",
@@ -87,12 +95,20 @@ def _version_context(request: HttpRequest, project: Project, version: ModelVersi
     version.created = ms_to_datetime(version.creation_timestamp)  # type: ignore[attr-defined]
     version.updated = ms_to_datetime(version.last_updated_timestamp)  # type: ignore[attr-defined]
     card = version.model_card or version.default_model_card()
+    prefetch_related_objects([version], "tags")  # the optimisation's source and variant, the explanation's run: tags
+    explained = explanation.explanation_of(version)
     return {
         "project": project,
         "model": version.registered_model,
         "version": version,
         "run": run,
         "aliases": list(version.aliases.order_by("alias")),
+        "uses": uses.uses_of(version),
+        "optimised_from": optimisation.source_version(version),
+        "optimised_as": optimisation.optimised_versions(version),
+        "optimisation": optimisation.optimisation_of(version),
+        "explanation": explained,
+        "explanation_chart": explained.chart() if explained else None,
         "card_html": render_markdown(card),
         "form": form,
         "can_edit": has_project_perm(request.user, project, CONTRIBUTE),

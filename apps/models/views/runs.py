@@ -9,18 +9,20 @@ import json
 import mimetypes
 import posixpath
 
+from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from apps.models import artifacts
+from apps.models import artifacts, register, registry
 from apps.models.errors import TrackingError
 from apps.models.models import LoggedModel, Run
 from apps.models.views.common import artifact_base, decorate_run, format_number, ms_to_datetime
 from apps.models.views.experiments import series_url
 from apps.projects.access import project_view
 from apps.projects.models import Project
-from apps.projects.permissions import VIEW
+from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 
 PREVIEW_BYTES = 64 * 1024
 CSV_ROWS = 20
@@ -52,8 +54,7 @@ def _path(request: HttpRequest) -> str:
         raise Http404(error.message) from None
 
 
-@project_view(VIEW, model=Run, methods=("GET",))
-def run_detail(request: HttpRequest, project: Project, run: Run) -> HttpResponse:
+def _run_context(request: HttpRequest, project: Project, run: Run) -> dict:
     decorate_run(run)
     params = list(run.params.order_by("key"))
     tags = list(run.tags.order_by("key"))
@@ -64,7 +65,8 @@ def run_detail(request: HttpRequest, project: Project, run: Run) -> HttpResponse
     charts = [
         {"key": m.key, "series_json": json.dumps([{"label": m.key, "url": series_url(run, m.key)}])} for m in metrics
     ]
-    context = {
+    can_register = has_project_perm(request.user, project, CONTRIBUTE)
+    return {
         "project": project,
         "run": run,
         "experiment": run.experiment,
@@ -79,8 +81,33 @@ def run_detail(request: HttpRequest, project: Project, run: Run) -> HttpResponse
         "source_task": run.source_task,
         "source_pipeline_run": run.source_pipeline_run,
         "tab": "experiments",
+        "can_register": can_register,
+        "model_sources": register.model_sources(run) if can_register else [],
+        "model_names": registry.model_names(project) if can_register else [],
     }
-    return render(request, "models/run_detail.html", context)
+
+
+@project_view(VIEW, model=Run, methods=("GET",))
+def run_detail(request: HttpRequest, project: Project, run: Run) -> HttpResponse:
+    return render(request, "models/run_detail.html", _run_context(request, project, run))
+
+
+@project_view(CONTRIBUTE, model=Run, methods=("POST",))
+def run_register(request: HttpRequest, project: Project, run: Run) -> HttpResponse:
+    """Register a model from the run: a new version of a registered model (made when the name is new)."""
+    try:
+        version = register.register_from_run(
+            run, request.user, name=request.POST.get("name", ""), source=request.POST.get("source", "")
+        )
+    except ValidationError as exc:
+        context = _run_context(request, project, run)
+        context.update(register_errors=exc.message_dict, register_data=request.POST)
+        return render(request, "models/run_detail.html", context, status=400)
+    messages.success(
+        request,
+        _("Registered %(model)s v%(version)s.") % {"model": version.registered_model.name, "version": version.version},
+    )
+    return redirect("models:version-detail", project=project.slug, pk=version.pk)
 
 
 def _preview(base: str, path: str, size: int | None) -> dict:

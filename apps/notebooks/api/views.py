@@ -28,7 +28,6 @@ class NotebookViewSet(ProjectScopedViewSet):
     queryset = Notebook.objects.select_related("project", "project__quota", "owner")
     serializer_class = NotebookSerializer
     filterset_class = NotebookFilterSet
-    search_fields = ["name", "owner__username"]
     ordering_fields = ["name", "created_at", "last_activity", "status"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     action_perms = {"start": CONTRIBUTE, "stop": CONTRIBUTE, "restart": CONTRIBUTE}

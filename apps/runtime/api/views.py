@@ -10,12 +10,15 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions
+from rest_framework.decorators import action
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from apps.projects.api.base import ProjectScopedGenericViewSet, TokenScopePermission, request_token
 from apps.projects.permissions import VIEW
-from apps.runtime import services
+from apps.runtime import services, usage
 from apps.runtime.api.filters import ClusterFilterSet, ProjectClusterFilterSet
 from apps.runtime.api.serializers import ClusterSerializer, ProjectClusterSerializer
 from apps.runtime.models import Cluster, ProjectCluster
@@ -93,6 +96,69 @@ class ClusterViewSet(PlatformViewSet):
 
     def perform_destroy(self, instance: Cluster) -> None:
         services.delete_cluster(instance)
+
+    def required_perm(self) -> str:
+        return VIEW if self.action == "capacity" else super().required_perm()
+
+    @extend_schema(responses={200: dict})
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
+    def capacity(self, request: Request) -> Response:
+        """The capacity page's numbers: each live local agent's capacity, what its workloads asked for and what they
+        use now (measured), and each visible cluster's requests against what its nodes can allocate. Holders are
+        listed for the requester's projects (every project's for platform admins), the rest as totals."""
+        return Response(capacity_json(usage.capacity(request.user)))
+
+
+def _amounts(totals: usage.ResourceAmounts) -> dict[str, float]:
+    return {"cpu": totals.cpu, "memory_bytes": int(totals.memory_bytes), "gpu": totals.gpu}
+
+
+def _holder(holder: usage.Holder) -> dict[str, Any]:
+    return {
+        "kind": holder.kind,
+        "what": holder.what,
+        "project": holder.project_slug,
+        "state": holder.state,
+        "requested": _amounts(holder),
+        "measured": holder.measured.to_json() if holder.measured is not None else None,
+    }
+
+
+def capacity_json(capacity: usage.Capacity) -> dict[str, Any]:
+    machines = []
+    for machine in capacity.machines:
+        gpu_memory = sum(int(g.get("memory_bytes") or 0) for g in machine.gpus)
+        machines.append(
+            {
+                "agent": machine.agent.pk,
+                "hostname": machine.agent.hostname if capacity.show_all else None,
+                "capacity": {**_amounts(usage.Totals(machine.capacity)), "gpu_memory_bytes": gpu_memory},
+                "requested": _amounts(machine.used),
+                "measured": machine.measured.to_json(),
+                "holders": [_holder(h) for h in machine.holders],
+            }
+        )
+    clusters = []
+    for use in capacity.clusters:
+        total = use.summary.total
+        clusters.append(
+            {
+                "name": use.cluster.name,
+                "requested": {
+                    "cpu": total.cpu.requested,
+                    "memory_bytes": total.memory.requested,
+                    "gpu": total.gpu.requested,
+                },
+                "allocatable": {
+                    "cpu": total.cpu.allocatable,
+                    "memory_bytes": total.memory.allocatable,
+                    "gpu": total.gpu.allocatable,
+                },
+                "portal_requested": _amounts(use.used),
+                "holders": [_holder(h) for h in use.holders],
+            }
+        )
+    return {"machines": machines, "clusters": clusters}
 
 
 class ProjectClusterViewSet(PlatformViewSet):

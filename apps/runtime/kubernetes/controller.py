@@ -243,6 +243,11 @@ class Controller:
             if tracked.state == KubeWorkload.State.PENDING and any(container_started(pod) for pod in pods):
                 # It ran between two looks: the listener hears of the start before the end, as it would locally.
                 self._started(row, tracked, seen)
+            waited = tracked.reason if tracked.state == KubeWorkload.State.PENDING else ""
+            if seen.phase == Phase.FAILED and waited and waited not in seen.reason:
+                # It failed without ever running (its deadline passed while it waited): why it waited is why it
+                # failed, and what the diagnosis of its task reads (Unschedulable, a pull that never succeeded).
+                seen.reason = f"{seen.reason} — while pending: {waited}" if seen.reason else waited
             self._end(tracked, seen)
         elif seen.phase == Phase.RUNNING and tracked.state == KubeWorkload.State.PENDING:
             self._started(row, tracked, seen)

@@ -30,6 +30,7 @@ from django.utils import timezone
 from apps.runtime import hooks, secretenv
 from apps.runtime.base import send_wakeups
 from apps.runtime.local import sandbox
+from apps.runtime.local.gpu import GpuProbe, GpuSlots, attribute, visible_devices, with_devices
 from apps.runtime.local.launch import ReplicaSpec, plan
 from apps.runtime.local.notifier import End, Notice, Notifier, replace_broken_connection
 from apps.runtime.local.processes import ExitWaiter, TreeSampler, detect_capacity, kill_tree
@@ -90,6 +91,7 @@ class Supervisor:
         self.item = item
         self.lock = threading.Lock()
         self.network: sandbox.Network | sandbox.Lease | None = None
+        self.gpus: list[int] = []  # the machine's GPUs its replicas hold (given back when it ends)
 
     def run(self) -> None:
         replace_broken_connection()
@@ -100,6 +102,8 @@ class Supervisor:
             self._finish(LocalWorkload.State.FAILED, None, "the agent failed while supervising this workload")
         finally:
             self._close_network()
+            self.agent.gpus.give(self.gpus)
+            self.gpus = []
             self.agent.forget(self.item)
 
     def _run(self) -> None:
@@ -115,6 +119,10 @@ class Supervisor:
                 self.network = sandbox.open_network(workload)
             for spec in plan(workload):  # plan() raises OSError for a missing task environment
                 os.makedirs(spec.cwd, exist_ok=True)
+                if workload.resources.gpu > 0:  # NoFreeGpu (an OSError) when the machine has too few free
+                    held = self.agent.gpus.take(workload.resources.gpu)
+                    self.gpus.extend(held)
+                    spec = ReplicaSpec(spec.name, spec.argv, with_devices(spec.env, held), spec.cwd)
                 if self.network is not None:
                     argv, env = sandbox.wrap(spec.argv, spec.cwd, spec.env, workload, self.network)
                     spec = ReplicaSpec(spec.name, argv, env, spec.cwd)
@@ -187,14 +195,12 @@ class Supervisor:
                 break
             now = time.monotonic()
             if now >= next_sample:
-                cpu, rss = 0.0, 0
+                rss = 0
                 for sampler in samplers:
-                    c, r = sampler.sample(now)
-                    cpu, rss = cpu + c, rss + r
+                    rss += sampler.sample(now)[1]
                 peak_total = max(peak_total, rss)
                 if primed:
-                    with self.lock:
-                        self.sink.sample(cpu, rss)
+                    self._sample(workload, procs, samplers, now)
                 primed, next_sample = True, now + SAMPLE_SECONDS
             elif now >= next_memory:
                 for sampler in samplers:
@@ -238,6 +244,29 @@ class Supervisor:
                 ending.state = LocalWorkload.State.FAILED
                 ending.reason = oom_reason(name, peak, limit, len(procs) > 1) + " (it ended before it could be stopped)"
         return ending
+
+    def _sample(
+        self,
+        workload: Workload,
+        procs: list[tuple[ReplicaSpec, subprocess.Popen]],
+        samplers: list[TreeSampler],
+        now: float,
+    ) -> None:
+        """Hand each replica's sample to the sink: its tree's CPU and memory, and its share of the GPUs."""
+        reading = self.agent.gpu.read()
+        requested = workload.resources.gpu
+        with self.lock:
+            for (spec, _p), sampler in zip(procs, samplers, strict=True):
+                if not sampler.pids:  # it exited while others run: no process, no sample (not a fake 0)
+                    continue
+                gpu_percent, gpu_memory = attribute(reading, sampler.pids, visible_devices(spec.env), requested)
+                self.sink.sample(
+                    sampler.cpu_percent,
+                    sampler.rss,
+                    replica=spec.name,
+                    gpu_percent=gpu_percent,
+                    gpu_memory_bytes=gpu_memory,
+                )
 
     def _ended(
         self,
@@ -333,6 +362,8 @@ class LocalAgent:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.capacity = detect_capacity()
+        self.gpu = GpuProbe(enabled=bool(self.capacity["gpus"]))  # one nvidia-smi reading a second, for all tasks
+        self.gpus = GpuSlots(g["index"] for g in self.capacity["gpus"])
         sandbox.warn_at_start()  # loud when workloads will not be isolated (docs/security.md)
         self.agent = Agent.objects.create(
             hostname=socket.gethostname(),
@@ -460,6 +491,7 @@ class LocalAgent:
         self.notifier.stop(timeout=10)  # record and deliver what the stopped workloads reported
         Agent.objects.filter(pk=self.agent.pk).update(stopped_at=timezone.now())
         self.pool.shutdown(wait=False)
+        self.gpu.close()
         self.sock.close()
 
 

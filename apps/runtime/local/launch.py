@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from apps.runtime import strategy as strategies
 from apps.runtime.workload import Workload
 
 # "{python}" is the default task environment, "{python:train}" a named one (settings.PORTAL_TASK_ENVS).
@@ -94,7 +95,8 @@ def plan(workload: Workload) -> list[ReplicaSpec]:
     argv = expand(workload.command)
     cwd = workload.workdir or os.getcwd()
     env = base_env(workload)
-    if workload.kind != "distributed" or not workload.replicas:
+    # Spark runs one process locally: local[N] in its JVM is the driver and the executors.
+    if workload.kind != "distributed" or not workload.replicas or workload.framework == "spark":
         return [ReplicaSpec("0", argv, env, cwd)]
     replicas = replica_names(workload)
     world = len(replicas)
@@ -108,6 +110,14 @@ def plan(workload: Workload) -> list[ReplicaSpec]:
             tf_config = {"cluster": cluster, "task": {"type": role, "index": index}, "environment": "cloud"}
             specs.append(ReplicaSpec(f"{role}-{index}", argv, {**env, "TF_CONFIG": json.dumps(tf_config)}, cwd))
         return specs
+    procs = 1
+    if workload.strategy:
+        strategy, layout = workload.strategy_layout()
+        env.update(strategy_env(strategy, layout, cwd))
+        if strategy["type"] == "horovod":
+            return [horovod_launcher(argv, layout.world, env, cwd)]
+        procs = layout.procs_per_replica
+        argv = strategies.launch_command(argv, procs)
     # PyTorch, XGBoost, DeepSpeed and anything else rendezvousing through a master: the operator's contract.
     master_port = str(free_port())
     specs = []
@@ -123,5 +133,31 @@ def plan(workload: Workload) -> list[ReplicaSpec]:
         }
         if workload.framework == "xgboost":
             contract.update({"WORKER_PORT": master_port, "WORKER_ADDRS": ",".join(["127.0.0.1"] * world)})
+        if workload.strategy:
+            # torchrun's own variables, as the training operator sets them in a PyTorchJob's pods: with several
+            # processes per replica, torchrun (launch_command) reads them and gives each process its RANK.
+            contract.update({
+                "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": master_port, "PET_NNODES": str(world),
+                "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": str(procs),
+            })  # fmt: skip
         specs.append(ReplicaSpec(f"{role}-{index}", argv, {**env, **contract}, cwd))
     return specs
+
+
+def strategy_env(strategy: dict, layout: strategies.Layout, cwd: str) -> dict[str, str]:
+    """The strategy's variables; DeepSpeed's config is written as a file under the workdir (a pod mounts it from a
+    ConfigMap instead)."""
+    folder = os.path.join(cwd, strategies.LOCAL_CONFIG_DIR)
+    if strategy["type"] == "deepspeed":
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, strategies.DEEPSPEED_CONFIG_FILE), "w", encoding="utf-8") as file:
+            json.dump(strategies.deepspeed_config(strategy, layout), file, indent=2, sort_keys=True)
+    return strategies.env_of(strategy, layout, folder)
+
+
+def horovod_launcher(argv: list[str], world: int, env: dict[str, str], cwd: str) -> ReplicaSpec:
+    """Horovod locally: one `horovodrun` (from the interpreter's environment) that starts every rank on this host,
+    as the MPIJob's launcher does on a cluster. Without Horovod installed the task fails to start, saying so."""
+    folder = os.path.dirname(argv[0]) if os.path.isabs(argv[0]) else ""
+    horovodrun = os.path.join(folder, "horovodrun") if folder else "horovodrun"
+    return ReplicaSpec("launcher-0", [horovodrun, "-np", str(world), "-H", f"127.0.0.1:{world}", *argv], env, cwd)

@@ -10,6 +10,7 @@ import select
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -52,6 +53,61 @@ def kill_tree(pid: int, sig: int) -> None:
             child.send_signal(sig)
 
 
+class ProcessTable:
+    """The parent of every process on this machine, read from /proc at most once per `max_age` seconds by whichever
+    sampler asks first (thread-safe; one table serves all the agent's supervisors).
+
+    Finding a tree's descendants means reading every process's parent: `psutil.Process.children(recursive=True)` does
+    it once per call (~2 ms with 150 processes on the machine), so each replica's sample and each look of the memory
+    watchdog (five a second) paid a full scan. Shared, the scan is paid once per tick for every replica of every
+    task. A child younger than `max_age` may be missed by one look, as one born between two looks always was.
+    """
+
+    def __init__(self, max_age: float = 0.15) -> None:
+        self.max_age = max_age
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._children: dict[int, list[int]] = {}
+
+    def descendants(self, pid: int) -> list[int]:
+        """The pids below `pid` (children first, then theirs)."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._at >= self.max_age:
+                self._children, self._at = self._read(), now
+            children = self._children
+        found, queue = [], [pid]
+        while queue:
+            below = children.get(queue.pop(), ())
+            found.extend(below)
+            queue.extend(below)
+        return found
+
+    @staticmethod
+    def _read() -> dict[int, list[int]]:
+        children: dict[int, list[int]] = {}
+        if not sys.platform.startswith("linux"):
+            for proc in psutil.process_iter(["ppid"]):
+                children.setdefault(proc.info["ppid"] or 0, []).append(proc.pid)
+            return children
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    data = stat.read()
+            except OSError:  # it exited while the folder was read
+                continue
+            # "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
+            fields = data[data.rfind(b")") + 2 :].split(b" ", 2)
+            if len(fields) > 1:
+                children.setdefault(int(fields[1]), []).append(int(name))
+        return children
+
+
+PROCESS_TABLE = ProcessTable()
+
+
 def _cumulative_cpu(proc: psutil.Process) -> float:
     """CPU seconds of a process and of the children it has reaped (theirs are added to its own when it waits)."""
     times = proc.cpu_times()
@@ -74,25 +130,40 @@ class TreeSampler:
     once), killing a tree of data-loader workers that is well within its limit.
     """
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, table: ProcessTable = PROCESS_TABLE) -> None:
         try:
             self.root: psutil.Process | None = psutil.Process(pid)
         except psutil.Error:
             self.root = None
+        self.table = table
+        self._procs: dict[int, psutil.Process] = {}  # the descendants seen last time (psutil objects are reused)
         self.cpu_seconds = 0.0  # the last sampled cumulative CPU time of the tree (what a killed replica is billed)
         self.cpu_percent = 0.0
         self.rss = 0
         self.charged = 0
         self.peak_rss = 0
+        self.pids: list[int] = []  # the tree's live processes at the last sample (whose GPU memory is the replica's)
         self._at: float | None = None
 
     def _tree(self) -> list[psutil.Process]:
         if self.root is None:
             return []
         try:
-            return [self.root, *self.root.children(recursive=True)] if self.root.is_running() else []
+            if not self.root.is_running():
+                return []
         except psutil.Error:
             return []
+        procs: dict[int, psutil.Process] = {}
+        for pid in self.table.descendants(self.root.pid):
+            proc = self._procs.get(pid)
+            if proc is None:
+                try:
+                    proc = psutil.Process(pid)
+                except psutil.Error:  # gone since the table was read
+                    continue
+            procs[pid] = proc
+        self._procs = procs
+        return [self.root, *procs.values()]
 
     def _memory(self, procs: list[psutil.Process], rss: int) -> None:
         charged = rss
@@ -109,13 +180,18 @@ class TreeSampler:
         now = time.monotonic() if now is None else now
         procs = self._tree()
         cpu, rss = 0.0, 0
+        read: list[int] = []
         for proc in procs:
             try:
                 with proc.oneshot():
                     cpu += _cumulative_cpu(proc)
+                    if proc.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: its time, nothing resident
+                        continue
                     rss += proc.memory_info().rss
+                read.append(proc.pid)
             except psutil.Error:  # it exited between listing and reading: its parent reaps its time
                 continue
+        self.pids = read
         if procs:
             if self._at is not None and now > self._at:
                 self.cpu_percent = max(cpu - self.cpu_seconds, 0.0) / (now - self._at) * 100

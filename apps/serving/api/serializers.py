@@ -6,7 +6,7 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from apps.projects.api.serializers import AmountField, StrictModelSerializer, StrictSerializer, VisibleProjectField
-from apps.serving.models import InferenceService, Replica, Revision
+from apps.serving.models import InferenceService, PayloadLog, Replica, Revision
 
 
 class ReplicaSerializer(StrictModelSerializer):
@@ -88,7 +88,8 @@ class InferenceServiceSerializer(StrictModelSerializer):
             "framework", "image", "command", "env", "cpu", "memory", "memory_bytes", "gpu", "min_replicas",
             "max_replicas", "scale_metric", "scale_target", "auth", "key_prefix", "status", "reason", "url",
             "current_revision", "canary_revision", "canary_percent", "shadow_revision", "shadow_percent", "replicas",
-            "deploy", "created_by", "created_at", "updated_at",
+            "payload_log_percent", "payload_log_max_kb", "payload_log_keep", "deploy", "created_by", "created_at",
+            "updated_at",
         ]  # fmt: skip
         read_only_fields = [
             "memory_bytes", "key_prefix", "status", "reason", "canary_percent", "shadow_percent", "created_at",
@@ -104,6 +105,9 @@ class InferenceServiceSerializer(StrictModelSerializer):
             "min_replicas": {"validators": []},
             "max_replicas": {"validators": []},
             "scale_target": {"validators": []},
+            "payload_log_percent": {"validators": []},
+            "payload_log_max_kb": {"validators": []},
+            "payload_log_keep": {"validators": []},
         }
 
     def get_fields(self) -> dict[str, serializers.Field]:
@@ -162,3 +166,34 @@ class KeySerializer(StrictSerializer):
 
 class MetricsSerializer(serializers.Serializer):  # query parameters, not a body: other keys (format, …) are fine
     minutes = serializers.IntegerField(min_value=1, max_value=1440, default=60, required=False)
+
+
+class SampleRowSerializer(serializers.Serializer):  # query parameters
+    features = serializers.CharField(required=False, allow_blank=True, max_length=10_000,
+                                     help_text="Comma-separated feature names, in the model's order.")  # fmt: skip
+    index = serializers.IntegerField(required=False, min_value=0, help_text="Row number (random when absent).")
+
+    def validate_features(self, value: str) -> list[str]:
+        return [name.strip() for name in value.split(",") if name.strip()]
+
+
+class GroundTruthSerializer(StrictSerializer):
+    labels = serializers.ListField(
+        child=serializers.JSONField(),
+        allow_empty=False,
+        max_length=1000,
+        help_text=_("[{request_id, label}]: the X-Portal-Request-Id of a logged request and its true class (a list "
+                    "of classes for a request of several rows)."),
+    )  # fmt: skip
+
+
+class PayloadLogSerializer(serializers.ModelSerializer):
+    revision = serializers.IntegerField(source="revision.number", read_only=True)
+
+    class Meta:
+        model = PayloadLog
+        fields = [
+            "request_id", "revision", "created_at", "path", "headers", "request", "request_bytes", "status",
+            "response", "response_bytes", "label", "labelled_at",
+        ]  # fmt: skip
+        read_only_fields = fields

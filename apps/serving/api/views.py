@@ -10,16 +10,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet
-from apps.projects.permissions import VIEW
-from apps.serving import services
+from apps.projects.permissions import CONTRIBUTE, VIEW
+from apps.serving import console, payloads, services
 from apps.serving.api.serializers import (
+    GroundTruthSerializer,
     InferenceServiceSerializer,
     KeySerializer,
     MetricsSerializer,
+    PayloadLogSerializer,
     PercentSerializer,
     RevisionSerializer,
     RoleSerializer,
     RollbackSerializer,
+    SampleRowSerializer,
     ScaleSerializer,
     TrafficSerializer,
 )
@@ -47,10 +50,9 @@ class InferenceServiceViewSet(ProjectScopedViewSet):
     )
     serializer_class = InferenceServiceSerializer
     filterset_class = InferenceServiceFilterSet
-    search_fields = ["name", "description"]
-    ordering_fields = ["name", "created_at", "updated_at", "status"]
+    ordering_fields = ["name", "created_at", "updated_at", "status"]  # as InferenceServiceFilterSet (?search= too)
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
-    action_perms = {"metrics": VIEW}
+    action_perms = {"metrics": VIEW, "payloads": VIEW, "sample_row": VIEW, "ground_truth": CONTRIBUTE}
 
     def perform_create(self, serializer: InferenceServiceSerializer) -> None:
         data = dict(serializer.validated_data)
@@ -188,6 +190,41 @@ class InferenceServiceViewSet(ProjectScopedViewSet):
         query = MetricsSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         return Response(traffic_series(service, query.validated_data.get("minutes", 60)))
+
+    @extend_schema(responses={200: PayloadLogSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def payloads(self, request: Request, pk: str | None = None) -> Response:
+        """The logged requests of the service (payload logging), newest first, with their answers and ground truth."""
+        service = self.get_object()
+        logs = service.payload_logs.select_related("revision").order_by("-created_at", "-pk")
+        page = self.paginate_queryset(logs)
+        if page is not None:
+            return self.get_paginated_response(PayloadLogSerializer(page, many=True).data)
+        return Response(PayloadLogSerializer(logs, many=True).data)
+
+    @extend_schema(parameters=[SampleRowSerializer], responses={200: OpenApiResponse(description="one row")})
+    @action(detail=True, methods=["get"], url_path="sample-row")
+    def sample_row(self, request: Request, pk: str | None = None) -> Response:
+        """A row of the dataset version the served model was trained on (through lineage), one value per feature:
+        {"dataset": "name@n", "file", "row", "columns", "values"}; 400 saying why when there is none."""
+        service = self.get_object()
+        query = SampleRowSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        return Response(console.dataset_row(service, data.get("features") or [], data.get("index")))
+
+    @extend_schema(
+        request=GroundTruthSerializer, responses={200: OpenApiResponse(description="updated, unknown, accuracy")}
+    )
+    @action(detail=True, methods=["post"], url_path="ground-truth")
+    def ground_truth(self, request: Request, pk: str | None = None) -> Response:
+        """Delayed ground truth for logged requests, by request id (batch); answers how many were matched, the ids
+        not logged for this service, and the service's live accuracy."""
+        service = self.get_object()
+        body = GroundTruthSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = payloads.record_labels(service, body.validated_data["labels"])
+        return Response({**result, **payloads.accuracy(service)})
 
 
 class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ProjectScopedGenericViewSet):

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -62,11 +63,30 @@ def packaged_folder() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def converted_folder() -> Path:
+    """Where `make llm-env` saves the packaged model as a Hugging Face folder (llm_convert.py)."""
+    return Path(sys.prefix) / "share" / "portal-llm" / PACKAGED_NAME
+
+
+def converted_from(gguf: Path) -> Path | None:
+    """The converted folder, when it was converted from this GGUF file (its name and size in source.json)."""
+    folder = converted_folder()
+    try:
+        source = json.loads((folder / "source.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if source.get("gguf") != gguf.name or source.get("size") != gguf.stat().st_size:
+        return None
+    return folder if (folder / "config.json").is_file() else None
+
+
 def _packaged() -> ModelSpec:
     folder = packaged_folder()
     files = sorted(p.name for p in folder.glob("*.gguf"))
     if not files:
         raise LoadError(f"no .gguf file in {folder}")
+    if converted := converted_from(folder / files[0]):
+        return ModelSpec(converted, label=PACKAGED_NAME)  # the same weights, read without dequantising
     return ModelSpec(folder, files[0], label=PACKAGED_NAME)
 
 

@@ -242,7 +242,9 @@ def _onnx(path: Path, params: dict[str, Any] | None = None) -> Predictor:
         # One replica is one process on a shared machine: the replica count, not intra-op threads, scales it.
         options.intra_op_num_threads = 1
         session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        return OnnxPredictor(session, {k: v for k, v in (params or {}).items() if v is not None})
+        extra = {k: v for k, v in (params or {}).items() if k != "feature_names" and v is not None}
+        # The MLmodel's column signature (the onnx-optimise template copies the source's) names the input's columns.
+        return OnnxPredictor(session, extra, (params or {}).get("feature_names"))
     except Exception as exc:
         raise LoadError(f"{path.name} could not be loaded by onnxruntime: {exc}") from None
 

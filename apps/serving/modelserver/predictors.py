@@ -164,9 +164,13 @@ def _onnx_shape(shape: list[Any]) -> tuple[int, ...]:
 
 class OnnxPredictor(Predictor):
     """An ONNX graph run by onnxruntime (CPU). One input tensor; every tensor output can be asked for by name,
-    and all of them are answered by default (non-tensor outputs such as skl2onnx's ZipMap are left out)."""
+    and all of them are answered by default (non-tensor outputs such as skl2onnx's ZipMap are left out), but for a
+    graph with an output named `predict` (the onnx-optimise template names a classifier's outputs as the model server
+    does a scikit-learn model's: predict, predict_proba), which alone is answered by default, as for that model."""
 
-    def __init__(self, session: Any, parameters: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, session: Any, parameters: dict[str, Any] | None = None, feature_names: list[str] | None = None
+    ) -> None:
         self.session = session
         inputs = session.get_inputs()
         if len(inputs) != 1:
@@ -187,8 +191,8 @@ class OnnxPredictor(Predictor):
             "onnx",
             TensorSpec(first.name, ONNX_TYPES[first.type], _onnx_shape(first.shape)),
             outputs,
-            tuple(outputs),
-            None,
+            ("predict",) if "predict" in outputs else tuple(outputs),
+            feature_names if feature_names and len(first.shape) == 2 and first.shape[1] == len(feature_names) else None,
             dict(parameters or {}),
         )
 

@@ -34,7 +34,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.utils.translation import gettext as _
 
-from apps.serving import stats
+from apps.serving import payloads, stats
 from apps.serving.router import auth
 from apps.serving.router.table import RevisionRoute, ServiceRoute, build, load
 from apps.serving.router.upstream import Pool, Response, UpstreamError, UpstreamTimeout
@@ -255,7 +255,13 @@ class ServingRoute:
                 },
             )
         else:
-            await self.forward(router, route, revision, method, target, forward, body, send)
+            sample = None
+            if method == "POST" and route.sample():  # payload logging: the bytes held anyway, stored by the flusher
+                sample = payloads.Sample(
+                    route.id, revision.id, route.project_slug, payloads.new_request_id(), tail, forward, body,
+                    route.log_cap, route.log_keep, time.time(),
+                )  # fmt: skip
+            await self.forward(router, route, revision, method, target, forward, body, send, sample)
         if method == "POST":
             shadow = route.mirror()
             if shadow is not None:
@@ -294,6 +300,7 @@ class ServingRoute:
         headers: list[tuple[bytes, bytes]],
         body: bytes,
         send: Any,
+        sample: payloads.Sample | None = None,
     ) -> None:
         timeout = router.timeout
         replica = revision.pick()
@@ -326,10 +333,13 @@ class ServingRoute:
                 continue
             status = 0
             try:
-                status = await relay(response, revision, send)
+                status = await relay(response, revision, send, sample)
             finally:
                 replica.outstanding -= 1
                 meter.end(started, status)
+                if sample is not None and status:
+                    sample.revision_id, sample.status = revision.id, status
+                    payloads.record(sample)
             return
         detail = "; ".join(failed) or _("no replica is ready")
         await respond(send, 502, {"error": detail}, revision_header(revision))
@@ -402,23 +412,35 @@ async def read_body(receive: Any, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-async def relay(response: Response, revision: RevisionRoute, send: Any) -> int:
-    """Send the replica's answer on; returns its status (0 if the body broke off midway)."""
+async def relay(response: Response, revision: RevisionRoute, send: Any, sample: payloads.Sample | None = None) -> int:
+    """Send the replica's answer on; returns its status (0 if the body broke off midway). A logged request's answer
+    carries its `X-Portal-Request-Id`, and its body (up to the cap) goes into the sample."""
     headers = [(k, v) for k, v in response.headers if k not in RESPONSE_DROP]
     headers.append(revision_header(revision))
+    if sample is not None:
+        headers.append((b"x-portal-request-id", sample.request_id.encode()))
     body = response.take_body()
     if body is not None:  # the usual case: the whole answer arrived with its head
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+        if sample is not None:
+            sample.response, sample.response_size = body, len(body)
         return response.status
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    kept: list[bytes] = []
     try:
         async for chunk in response.chunks():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if sample is not None:
+                sample.response_size += len(chunk)
+                if sample.response_size <= sample.cap:
+                    kept.append(chunk)
     except UpstreamError as exc:
         logger.warning("serving router: r%s answer broke off: %s", revision.number, exc)
         raise  # the server closes the connection: the client sees a truncated answer, not a complete one
     await send({"type": "http.response.body", "body": b""})
+    if sample is not None and sample.response_size <= sample.cap:
+        sample.response = b"".join(kept)
     return response.status
 
 

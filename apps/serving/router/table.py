@@ -89,8 +89,12 @@ class ServiceRoute:
     canary_percent: int = 0
     shadow: RevisionRoute | None = None
     shadow_percent: int = 0
+    log_percent: int = 0  # payload logging (apps/serving/payloads.py)
+    log_cap: int = 0  # bytes
+    log_keep: int = 0
     _canary_n: int = 0
     _shadow_n: int = 0
+    _log_n: int = 0
 
     def choose(self) -> RevisionRoute | None:
         """The revision this request goes to: the canary for `canary_percent` of them, else the current one;
@@ -117,6 +121,14 @@ class ServiceRoute:
             return None
         n, self._shadow_n = self._shadow_n, self._shadow_n + 1
         return shadow if (n + 1) * self.shadow_percent // 100 != n * self.shadow_percent // 100 else None
+
+    def sample(self) -> bool:
+        """Whether this request is logged (`log_percent` of them, by the same smooth counter as the canary)."""
+        percent = self.log_percent
+        if percent <= 0:
+            return False
+        n, self._log_n = self._log_n, self._log_n + 1
+        return (n + 1) * percent // 100 != n * percent // 100
 
     def revisions(self) -> list[tuple[str, RevisionRoute, int]]:
         """(role, revision, traffic percent) of the revisions taking traffic, for the service's info page."""
@@ -152,6 +164,7 @@ def load(project_slug: str, name: str) -> dict[str, Any] | None:
         return None
     fields = ["id", "project_id", "auth", "key_digest", "status", "reason", "canary_percent", "shadow_percent"]
     fields += ["current_revision_id", "canary_revision_id", "shadow_revision_id"]
+    fields += ["payload_log_percent", "payload_log_max_kb", "payload_log_keep"]
     service = InferenceService.objects.filter(project__slug=project_slug, name=name).values(*fields).first()
     if service is None:
         return None
@@ -201,6 +214,9 @@ def build(project_slug: str, name: str, row: dict[str, Any] | None, previous: Se
     route.canary_percent = row["canary_percent"] if route.canary is not None else 0
     route.shadow = revision("shadow_revision_id")
     route.shadow_percent = row["shadow_percent"] if route.shadow is not None else 0
+    route.log_percent = row["payload_log_percent"]
+    route.log_cap, route.log_keep = row["payload_log_max_kb"] << 10, row["payload_log_keep"]
     if previous is not None:  # keep the split's phase across reloads
         route._canary_n, route._shadow_n = previous._canary_n, previous._shadow_n
+        route._log_n = previous._log_n
     return route

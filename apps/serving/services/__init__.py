@@ -3,7 +3,7 @@ keys (`lifecycle`), following an alias (`aliases`), and the rollout state machin
 (`rollout`). Pages, the API, tasks and the demo call these."""
 
 from apps.serving.services.aliases import follow_alias
-from apps.serving.services.config import create_service, update_service
+from apps.serving.services.config import create_service, deploy_version, free_service_name, update_service
 from apps.serving.services.deploy import (
     deploy,
     deploy_canary,
@@ -26,7 +26,7 @@ from apps.serving.services.rollout import advance, reconcile
 
 __all__ = [
     "advance", "create_service", "delete_project_services", "delete_service", "deploy", "deploy_canary",
-    "deploy_shadow", "follow_alias",
+    "deploy_shadow", "deploy_version", "follow_alias", "free_service_name",
     "promote_canary", "reconcile", "resolve_version", "rollback", "rotate_key", "scale", "set_traffic",
     "start_service", "stop_service", "update_service", "withdraw",
 ]  # fmt: skip

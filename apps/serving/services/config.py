@@ -23,6 +23,7 @@ from apps.projects.models import Project, slug_validator
 from apps.projects.services import UNCHANGED
 from apps.runtime.admission import quota_limits, too_large
 from apps.serving.models import Framework, InferenceService
+from apps.serving.replicas import model_format
 from apps.serving.services.deploy import deploy as deploy_service
 from portal.lib.resources import Resources, parse_memory, read_amount
 
@@ -31,6 +32,8 @@ MIN_MEMORY = 64 * 2**20
 # An llm replica holds the model in float32 plus torch: ~1.2 GB for SmolLM2-135M (docs/serving-llm.md).
 MIN_LLM_MEMORY = 1536 * 2**20
 SERVES_WITHOUT_MODEL = (Framework.CUSTOM, Framework.LLM)
+# "Deploy this version" names the new service's framework after the version's files (replicas.model_format).
+FORMAT_FRAMEWORKS = {"onnx": Framework.ONNX, "pytorch": Framework.PYTORCH, "xgboost": Framework.XGBOOST}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _ALIAS_RE = re.compile(r"^[\w-]+$")
@@ -52,6 +55,9 @@ SETTINGS = (
     "scale_metric",
     "scale_target",
     "auth",
+    "payload_log_percent",
+    "payload_log_max_kb",
+    "payload_log_keep",
 )
 # Settings that change what the replicas run: they take effect with the next deploy (a new revision). The others
 # (scaling bounds and target, auth, description, stage) apply at once.
@@ -267,6 +273,9 @@ def clean_settings(project: Project, values: dict[str, Any], *, allow_waiting: b
     if auth not in InferenceService.Auth.values:
         _add(errors, "auth", _("Choose token, key or public."))
     out["auth"] = auth
+    out["payload_log_percent"] = _whole(values.get("payload_log_percent", 0), "payload_log_percent", 0, 100, errors)
+    out["payload_log_max_kb"] = _whole(values.get("payload_log_max_kb", 64), "payload_log_max_kb", 1, 1024, errors)
+    out["payload_log_keep"] = _whole(values.get("payload_log_keep", 10_000), "payload_log_keep", 1, 1_000_000, errors)
     if not errors:
         errors.update(_quota_errors(project, cpu, memory, gpu, min_replicas))
     if errors:
@@ -283,6 +292,8 @@ def current_settings(service: InferenceService) -> dict[str, Any]:
         "command": service.command, "env": service.env, "cpu": service.cpu, "memory": service.memory_bytes,
         "gpu": service.gpu, "min_replicas": service.min_replicas, "max_replicas": service.max_replicas,
         "scale_metric": service.scale_metric, "scale_target": service.scale_target, "auth": service.auth,
+        "payload_log_percent": service.payload_log_percent, "payload_log_max_kb": service.payload_log_max_kb,
+        "payload_log_keep": service.payload_log_keep,
     }  # fmt: skip
 
 
@@ -345,3 +356,43 @@ def update_service(service: InferenceService, **values: Any) -> tuple[InferenceS
         service.updated_at = timezone.now()
         service.save(update_fields=[*changed, "updated_at"])
     return service, any(key in DEPLOYED for key in changed)
+
+
+def free_service_name(project: Project, version: ModelVersion) -> str:
+    """A name for a new service of `version`: its model's name when free, else `<model>-v<n>`, else with a number."""
+    base = re.sub(r"[^a-z0-9-]+", "-", version.registered_model.name.lower()).strip("-")[:40] or "model"
+    taken = set(InferenceService.objects.filter(project=project, name__startswith=base).values_list("name", flat=True))
+    for name in (base, f"{base}-v{version.version}", *(f"{base}-v{version.version}-{i}" for i in range(2, 100))):
+        if name not in taken:
+            return name
+    return f"{base}-{timezone.now():%Y%m%d%H%M%S}"
+
+
+def deploy_version(
+    project: Project, user: Any, version: ModelVersion, *, service: InferenceService | None = None, name: str = ""
+) -> InferenceService:
+    """ "Deploy this version" from the registry. Without `service`: a new service named `name`, pinned to `version`,
+    deployed at once. With one (of the same project and model): pinned to `version` (it stops following an alias)
+    and rolled out; what serves goes on serving until the new replicas are ready. The service is returned even when
+    the rollout cannot start (no agent...), with why (else ""): its page says so too, as after a deploy from there."""
+    if version.registered_model.project_id != project.pk:
+        raise ValidationError({"version": [_("This version is not in this project.")]})
+    if service is None:
+        service = create_service(
+            project, user, name=name, registered_model=version.registered_model, model_version=version,
+            framework=FORMAT_FRAMEWORKS.get(model_format(version.source), Framework.SKLEARN),
+        )  # fmt: skip
+    elif service.project_id != project.pk or service.registered_model_id != version.registered_model_id:
+        raise ValidationError({"service": [_("Choose a service of %(model)s.") % {"model": version.registered_model}]})
+    else:
+        service, _redeploy = update_service(
+            service, registered_model=version.registered_model, model_version=version, follow_alias=""
+        )
+    problem = ""
+    try:
+        deploy_service(service, user)
+    except ValidationError as exc:  # e.g. no agent or capacity: the service stays, saying why
+        problem = " ".join(exc.messages)
+        InferenceService.objects.filter(pk=service.pk).update(reason=problem)
+    service.refresh_from_db()
+    return service, problem

@@ -21,6 +21,7 @@ from apps.models.models import ModelAlias, ModelVersion
 from apps.runtime.placement import pools_for
 from apps.serving.hosting import hosting_for, start_replicas
 from apps.serving.models import Framework, InferenceService, Revision
+from apps.serving.replicas import model_format
 from apps.serving.services.rollout import advance, retire
 from portal.lib.resources import Resources
 
@@ -102,6 +103,8 @@ def freeze_config(
             registered_model=rm.name, model_version=version.version, source=version.source, alias=service.follow_alias
         )
         config["model_path"] = hosting.model_path(service, number, version.source)
+        if carried.get("framework") not in (Framework.CUSTOM, Framework.LLM):
+            config["model_format"] = model_format(version.source)  # which environment the replicas need
     hosting.complete_config(config, version is not None)
     return config
 

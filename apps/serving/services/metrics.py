@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from typing import Any
 
-from apps.serving.models import InferenceService
+from apps.serving.models import InferenceService, RevisionTraffic
 
 
 def _series(service: InferenceService, minutes: int) -> dict[int, dict[str, list]]:
@@ -30,3 +32,20 @@ def requests_per_second(service: InferenceService) -> float | None:
         counts = points.get("requests") or []
         total += counts[-2] if len(counts) >= 2 else (counts[-1] if counts else 0)
     return round(total / 60, 2)
+
+
+def requests_per_second_by_service(services: list[InferenceService]) -> dict[int, float | None]:
+    """`requests_per_second` of each service of a list, in one query: {service id: requests/s or None}."""
+    end = int(time.time() // 60) + 1
+    last_full = end - 2  # the last full minute, as requests_per_second counts
+    rows = RevisionTraffic.objects.filter(
+        revision__service__in=services,
+        minute__gte=datetime.fromtimestamp(last_full * 60, UTC),
+        minute__lt=datetime.fromtimestamp(end * 60, UTC),
+    ).values_list("revision__service_id", "minute", "requests")
+    totals: dict[int, int] = {}
+    for service_id, minute, requests in rows:
+        totals.setdefault(service_id, 0)
+        if int(minute.timestamp() // 60) == last_full:
+            totals[service_id] += requests
+    return {s.pk: round(totals[s.pk] / 60, 2) if s.pk in totals else None for s in services}

@@ -77,14 +77,17 @@ def _wait(state: State, run_id: int, timeout: float | None, follow: bool) -> Non
 @click.option("-f", "--follow", is_flag=True, help="Stream the logs until the end (implies --wait).")
 @click.option("--timeout", type=float, help="Give up waiting after this many seconds (exit 11).")
 @click.option("--idempotency-key", help="Retrying with the same key starts no second run.")
+@click.option("--ignore-cache", is_flag=True, help="Run every node, even one whose inputs have not changed.")
 @output_option
 @pass_state
 def runs_submit(
     state: State, pipeline: str, project: str | None, wait: bool, follow: bool, timeout: float | None,
-    idempotency_key: str | None,
+    idempotency_key: str | None, ignore_cache: bool,
 ) -> None:  # fmt: skip
     """Start a run of PIPELINE (an id or [project/]name)."""
-    run = state.client.pipelines.run(pipeline_ref(pipeline, project), idempotency_key=idempotency_key)
+    run = state.client.pipelines.run(
+        pipeline_ref(pipeline, project), idempotency_key=idempotency_key, ignore_cache=ignore_cache
+    )
     if not (wait or follow):
         emit(run, state.output)
         return

@@ -1,6 +1,6 @@
 // The editor's commands on the graph: add a template, delete, copy and paste (copies get free names and keep the
 // edges among themselves), auto-layout, move. Each is one undoable step (an X6 batch).
-import { addDependency, addTaskNode, fit, layeredPositions, NODE_H, NODE_W } from "./canvas.js";
+import { addDependency, addTaskNode, fit, freeOffset, layeredPositions, NODE_H, NODE_W } from "./canvas.js";
 import { fmt, uniqueName, withField } from "./spec.js";
 
 // ctx: graph, selection, canvasEl, state, messages, announce(text), names(), nameOf(cell), selectedNodes(),
@@ -21,13 +21,10 @@ export function createCommands(ctx) {
     const selected = selectedNodes();
     const anchor = selected.length === 1 ? selected[0].position() : null;
     const all = graph.getNodes();
-    let x = anchor ? anchor.x + NODE_W + 70 : all.length ? Math.max.apply(null, all.map(function (n) { return n.position().x; })) + NODE_W + 70 : 40;
-    let y = anchor ? anchor.y : 40;
-    const overlaps = function () {
-      return all.some(function (n) { const q = n.position(); return Math.abs(q.x - x) < NODE_W && Math.abs(q.y - y) < NODE_H + 10; });
-    };
-    while (overlaps()) y += NODE_H + 20;
-    const node = addTaskNode(graph, undefined, { x: x, y: y }, newNodeData(template));
+    const x = anchor ? anchor.x + NODE_W + 70 : all.length ? Math.max.apply(null, all.map(function (n) { return n.position().x; })) + NODE_W + 70 : 40;
+    const y = anchor ? anchor.y : 40;
+    const off = freeOffset(graph, [{ x: x, y: y, width: NODE_W, height: NODE_H }]);
+    const node = addTaskNode(graph, undefined, { x: x + off.dx, y: y + off.dy }, newNodeData(template));
     selection.reset(node);
     announce(fmt(M.added, { name: nameOf(node) }));
     graph.centerCell(node);
@@ -64,7 +61,11 @@ export function createCommands(ctx) {
     const clip = state.clipboard;
     if (!clip) return announce(M.nothingSelected);
     state.pastes += 1;
+    // Beside the originals (or the last paste), never over a node.
     const offset = 30 * state.pastes;
+    const off = freeOffset(graph, clip.nodes.map(function (item) {
+      return { x: item.position.x + offset, y: item.position.y + offset, width: NODE_W, height: NODE_H };
+    }));
     const taken = new Set(names());
     const ids = new Map();
     const added = [];
@@ -75,7 +76,7 @@ export function createCommands(ctx) {
       const node = withField(item.node, "name", name);
       delete node.depends_on;
       state.seq += 1;
-      const cell = addTaskNode(graph, undefined, { x: item.position.x + offset, y: item.position.y + offset }, { seq: state.seq, node: node });
+      const cell = addTaskNode(graph, undefined, { x: item.position.x + offset + off.dx, y: item.position.y + offset + off.dy }, { seq: state.seq, node: node });
       ids.set(item.id, cell.id);
       added.push(cell);
     }

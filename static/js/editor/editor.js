@@ -2,13 +2,16 @@
 // The X6 graph is the document: each node's data is {seq, node} where `node` is the spec node as written
 // (its depends_on comes from the edges when the spec is built), so a pipeline made elsewhere round-trips.
 // X6's History plugin records node and edge changes (form edits included) for undo/redo.
-import { addDependency, addTaskNode, createDragNode, createGraph, fit, labelView, layeredPositions, paint } from "./canvas.js";
+import {
+  addDependency, addTaskNode, createDragNode, createGraph, fit, freeOffset, labelView, layeredPositions, paint, zoomBy,
+} from "./canvas.js";
 import { renderNodePanel } from "./node-panel.js";
 import { renderPipelinePanel } from "./pipeline-panel.js";
 import { createPalette } from "./palette.js";
 import { baseName, cyclePath, fmt, groupErrors, uniqueName } from "./spec.js";
 import { bindShortcuts, createCommands } from "./commands.js";
 import { createIO } from "./io.js";
+import { createMinimap } from "./minimap.js";
 
 const X6 = window.X6;
 // Model changes worth undoing; attrs (colours, labels), tools and z-order follow from these.
@@ -30,6 +33,7 @@ function start() {
     meta: { name: p ? p.name : "", description: p ? p.description : "" },
     settings: settings,
     errors: { pipeline: {}, nodes: {} },
+    layouts: data.layouts || {},  // node → its distributed layout, as the server last worked it out
     seq: 0,
     clipboard: null,
     pastes: 0,
@@ -74,6 +78,12 @@ function start() {
       node.setData(newNodeData(templateFor(dragging.getData().node.template)), { overwrite: true });
       state.pendingSelect = node.id;
       return node;
+    },
+    // Dropped onto or beside another node, it moves to the nearest free place (before it is added: one undo step).
+    validateNode: function (node) {
+      const off = freeOffset(graph, [node.getBBox()]);
+      if (off.dx || off.dy) node.translate(off.dx, off.dy);
+      return true;
     },
   });
 
@@ -175,6 +185,8 @@ function start() {
       current: function () { return cell.getData().node; },
       template: templateFor(d.node.template),
       errors: nodeErrors(name),
+      layout: state.layouts[name],
+      check: function () { io.validate(); },
       others: names().filter(function (n) { return n !== name; }),
       upstream: upstreamOf(cell),
       choices: data.choices,
@@ -338,7 +350,13 @@ function start() {
   }
   graph.getNodes().forEach(paintNode);
   history.clean();
+  // The minimap: the whole graph small, the visible part framed; dragging the frame or clicking moves the view.
+  const minimapEl = root.querySelector("[data-minimap]");
+  if (minimapEl) createMinimap(graph, minimapEl);
+  const zoomEl = root.querySelector("[data-zoom]");
+  graph.on("scale", function (args) { if (zoomEl) zoomEl.textContent = Math.round(args.sx * 100) + " %"; });
   fit(graph);
+  if (zoomEl) zoomEl.textContent = Math.round(graph.zoom() * 100) + " %";
   io.markSaved();
   refreshPanel();
   updateHistoryButtons();
@@ -393,6 +411,9 @@ function start() {
     delete: function () { removeCells(selection.getSelectedCells()); },
     layout: commands.autoLayout,
     fit: function () { fit(graph); },
+    zoomIn: function () { zoomBy(graph, 1.2); },
+    zoomOut: function () { zoomBy(graph, 1 / 1.2); },
+    zoomReset: function () { graph.zoomTo(1, { center: graph.getGraphArea().getCenter() }); },
     validate: io.validate,
     save: io.save,
     run: io.run,

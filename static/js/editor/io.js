@@ -29,9 +29,16 @@ export function createIO(ctx) {
     if (dirtyMark) dirtyMark.hidden = !dirty();
   }
 
+  const titleEl = ctx.buttons.querySelector("[data-editor-title]");
+
   function markSaved() {
     saved = snapshot();
     updateDirty();
+    // The heading and the window's title follow the name saved (a new pipeline gets its name; a rename shows).
+    if (state.id && state.meta.name) {
+      if (titleEl) titleEl.textContent = fmt(M.editing, { name: state.meta.name });
+      document.title = document.title.replace(/^[^·]*·/, fmt(M.pageTitle, { name: state.meta.name }) + " ·");
+    }
     if (pageLink && state.id) {
       pageLink.href = withId(data.urls.detail, state.id);
       pageLink.hidden = false;
@@ -88,6 +95,7 @@ export function createIO(ctx) {
     // Checked first (the same rules as saving; an invalid pipeline is a 200 answer there), then saved.
     const check = { name: payload.name, pipeline: state.id, spec: payload.spec };
     return request(data.urls.validate, "POST", check).then(function (checked) {
+      if (checked.ok) state.layouts = checked.body.layouts || {};
       if (checked.ok && !checked.body.valid) {
         ctx.announce(ctx.setErrors(checked.body.errors), "error");
         return false;
@@ -123,6 +131,7 @@ export function createIO(ctx) {
     return guarded(function () {
       const check = { name: state.meta.name, pipeline: state.id, spec: ctx.buildSpec() };
       return request(data.urls.validate, "POST", check).then(function (answer) {
+        if (answer.ok) state.layouts = answer.body.layouts || {};
         const summary = ctx.setErrors(answer.body.errors || {});
         const valid = answer.ok && answer.body.valid;
         ctx.announce(valid ? M.valid : summary, valid ? "success" : "error");

@@ -77,7 +77,8 @@ function argControl(arg, value, ctx) {
 }
 
 // Every field of one node. ctx: node (the spec node as rendered), current() (the node now: handlers build on it,
-// since other fields may have committed since the panel was drawn), template, errors {field: [..]},
+// since other fields may have committed since the panel was drawn), template, errors {field: [..]}, layout (the
+// server's "world 8 = dp 2 × tp 2 × pp 2, …" of a distributed node, or undefined), check() (asks the server again),
 // others (other node names), upstream (names it depends on), choices, limits, maxRetries, messages,
 // commit(node), connect(name, on) → "" or a refusal, remove(), duplicate().
 export function renderNodePanel(root, ctx) {
@@ -183,8 +184,9 @@ export function renderNodePanel(root, ctx) {
   const depError = h("div", { className: "text-danger small", "aria-live": "polite", text: depErrors ? depErrors.join(" ") : "" });
   parts.push(section(m.dependsOn, (deps.length ? deps : [h("p", { className: "small text-body-secondary mb-1", text: m.noOtherNodes })]).concat([depError])));
 
-  // Resources, retries, timeout, skip, cache, env
+  // Resources, the distributed strategy, retries, timeout, skip, cache, env
   parts.push(section(m.resources, resourceFields(node, template, ctx, take)));
+  if ((template && template.kind === "distributed") || node.strategy) parts.push(section(m.strategy, strategyFields(node, template, ctx, errors, take)));
   const envErrors = [];
   for (const key of Object.keys(errors)) if (key === "env" || key.startsWith("env.")) envErrors.push.apply(envErrors, take(key));
   parts.push(section(m.execution, executionFields(node, template, ctx, take, envErrors)));
@@ -198,6 +200,34 @@ export function renderNodePanel(root, ctx) {
     })));
   }
   root.replaceChildren.apply(root, parts);
+}
+
+// The node's strategy as JSON (its keys override the template's), its errors, and the layout the server worked out.
+function strategyFields(node, template, ctx, errors, take) {
+  const m = ctx.messages;
+  const own = node.strategy && typeof node.strategy === "object" ? node.strategy : null;
+  const inherited = template && template.strategy && Object.keys(template.strategy).length ? JSON.stringify(template.strategy) : "";
+  const problems = [];
+  for (const key of Object.keys(errors)) if (key === "strategy" || key.startsWith("strategy.")) problems.push((key === "strategy" ? "" : key.slice(9) + ": ") + take(key).join(" "));
+  const control = h("textarea", { className: "form-control form-control-sm font-monospace", rows: 3, spellcheck: "false", placeholder: inherited });
+  if (own) control.value = JSON.stringify(own, null, 2);
+  const f = field(m.strategy, control, { errors: problems.length ? problems : undefined, help: m.strategyHelp, field: "strategy" });
+  control.addEventListener("change", function () {
+    const text = control.value.trim();
+    let value;
+    try {
+      value = text === "" ? undefined : JSON.parse(text);
+    } catch (e) {
+      return f.show(m.notJson);
+    }
+    f.show([]);
+    ctx.commit(withField(ctx.current(), "strategy", value));
+    if (ctx.check) ctx.check();
+  });
+  const out = [f.wrap];
+  if (inherited) out.push(h("p", { className: "small text-body-secondary mb-1", text: fmt(m.strategyTemplate, { strategy: inherited }) }));
+  out.push(h("p", { className: "small mb-0", "data-strategy-layout": "", text: ctx.layout ? fmt(m.layout, { layout: ctx.layout }) : m.layoutUnknown }));
+  return out;
 }
 
 function resourceFields(node, template, ctx, take) {

@@ -62,7 +62,15 @@ class RecordingSink:
         with self.listener.lock:
             self.listener.lines[self.uid][replica].extend(texts)
 
-    def sample(self, cpu_percent: float, rss_bytes: int) -> None:
+    def sample(
+        self,
+        cpu_percent: float,
+        rss_bytes: int,
+        *,
+        replica: str = "",
+        gpu_percent: float | None = None,
+        gpu_memory_bytes: int | None = None,
+    ) -> None:
         pass
 
     def close(self) -> None:

@@ -87,6 +87,7 @@ def test_a_workload_the_cluster_cannot_run_fails_with_the_builders_reason(fake, 
     assert "needs the Kubeflow training operator" in reason
     assert "cluster 'fake'" in reason
     assert fake.requests_to("POST", "/") == []
+    listener.wait_phases("task-3", [Phase.FAILED])  # the notice follows the row's change, on the notifier thread
     final = listener.changes[-1][2]
     assert final is not None
     assert final.phase == Phase.FAILED

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from apps.jobs.diagnosis import Facts, diagnose
 from apps.runtime.models import KubeWorkload
 from apps.runtime.workload import Phase
 from tests.runtime.kubernetes.conftest import FAST, fresh_runtime, mine, row_state, wait_for
@@ -49,6 +50,22 @@ def test_an_unschedulable_pod_waits_with_the_schedulers_message(fake, cluster, l
     fake.sim.start(name)  # a node freed up
     wait_for(lambda: row_state("task-2") == "running")
     assert reason("task-2") == ""
+
+
+def test_a_job_that_fails_while_unschedulable_says_why_it_waited(fake, cluster, listener, run_controller):
+    """Its deadline passed before any node could take it: the end carries the scheduler's message, which the task's
+    failure diagnosis reads (docs/diagnosis.md)."""
+    run_controller()
+    fresh_runtime().submit(mine(sample_job(), "task-7"))
+    (name,) = fake.sim.wait_created()
+    fake.sim.unschedulable(name, NO_GPU)
+    wait_for(lambda: "Unschedulable" in reason("task-7"))
+    fake.sim._set_primary_status(fake.sim.workloads[name], "failed")  # as the Job controller at its deadline
+    wait_for(lambda: row_state("task-7") == "failed")
+    status = fresh_runtime().poll("task-7")
+    assert "while pending: " in status.reason
+    assert NO_GPU in status.reason
+    assert diagnose(Facts(status.exit_code, status.reason)).cause == "unschedulable"
 
 
 def test_an_event_explains_a_pending_pod_whose_status_says_nothing(fake, cluster, listener, run_controller):

@@ -335,8 +335,8 @@ def test_the_resource_table_knows_plural_and_scope() -> None:
     assert resource_of("batch.volcano.sh/v1alpha1", "Job").group == "batch.volcano.sh"
     assert resource_of("autoscaling/v2", "HorizontalPodAutoscaler").version == "v2"
     assert resource_of("v1", "Pod").group == ""
-    for core in ("Pod", "Event", "Secret", "Service"):
+    for core in ("Pod", "Event", "Secret", "Service", "ConfigMap"):  # ConfigMap: a DeepSpeed strategy's config
         assert resource_of("v1", core).namespaced
     assert not resource_of("v1", "Node").namespaced
-    with pytest.raises(LookupError, match="not a resource the portal creates or reads: v1 ConfigMap"):
-        resource_of("v1", "ConfigMap")
+    with pytest.raises(LookupError, match="not a resource the portal creates or reads: v1 LimitRange"):
+        resource_of("v1", "LimitRange")

@@ -23,6 +23,7 @@ from apps.console import demo as console_demo
 from apps.jobs import demo as jobs_demo
 from apps.jobs.models import Pipeline
 from apps.knowledge import demo as knowledge_demo
+from apps.labeling import demo as labeling_demo
 from apps.projects import services
 from apps.projects.models import Membership, Project, Role
 from apps.serving import demo as serving_demo
@@ -37,13 +38,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--run", action="store_true", help="Also run the iris pipeline headless and print how it went."
+            "--run",
+            action="store_true",
+            help="Also run the iris pipeline headless and print how it went, then the memory hog (which fails).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         demo, created, password, project = self._core()
         iris = self._examples(project, demo)
         self._chat(project, demo)
+        self._labeling(project, demo)
 
         self.stdout.write(self.style.SUCCESS(f"Demo ready: project “{project.name}” at /p/{project.slug}/"))
         if created or os.environ.get("DEMO_PASSWORD"):
@@ -59,7 +63,9 @@ class Command(BaseCommand):
         if options["run"]:
             if iris is None:
                 raise CommandError("the iris pipeline could not be made (see the warnings above)")
-            run = jobs_demo.run_headless(iris, demo, self.stdout)
+            # Then the memory hog, which fails on purpose: the output shows its diagnosis.
+            hog = Pipeline.objects.filter(project=project, name=jobs_demo.MEMORY_HOG).first()
+            run = jobs_demo.run_headless(iris, demo, self.stdout, also=(hog,) if hog is not None else ())
             if run.status != "succeeded":
                 raise CommandError(f"the iris pipeline ended {run.status}: {run.reason}")
 
@@ -122,6 +128,22 @@ class Command(BaseCommand):
             self.stdout.write(
                 "  The portal-docs knowledge base answers retrieval only: build the chat model with `make llm-env`."
             )
+
+    def _labeling(self, project: Project, demo: Any) -> None:
+        """The digits labeling project with the digits service as its auto-labeler. Made by the command only, as the
+        chat service: Label Studio, the web process and the agent start after the demo, so the Label Studio part is
+        queued (`apps.labeling.demo.complete`) and made as they come up; LABELING=off leaves it out."""
+        try:
+            with transaction.atomic():
+                service = labeling_demo.populate(project, demo)
+        except Exception as exc:  # the portal starts without the labeling example
+            logger.warning("demo: the digits labeling project could not be made: %s", exc, exc_info=True)
+            self.stderr.write(self.style.WARNING(f"Warning: the digits labeling project could not be made: {exc}"))
+            return
+        if service is None:
+            self.stdout.write("  Labeling is off (LABELING=off): no digits labeling project.")
+        elif not labeling_demo.done(project):
+            self.stdout.write("  The digits labeling project is made once Label Studio and the digits service are up.")
 
     def _examples(self, project: Project, demo: Any) -> Pipeline | None:
         """Each example in a savepoint of its own: one that fails is rolled back whole and reported as a warning,

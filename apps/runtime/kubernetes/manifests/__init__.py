@@ -12,15 +12,15 @@ The contract the runtime and the controller rely on (implemented by the kind mod
   workload cannot be expressed on this cluster (e.g. a PyTorchJob on a cluster without the training operator,
   or a GPU type without a label to select it).
 - `phase_of(obj) -> tuple[Phase, str]`: the phase of the workload and a reason, read from the primary
-  object's status (Job conditions, Kubeflow conditions, Volcano state, RayJob jobStatus, Deployment
-  availability, …); PENDING while nothing says otherwise.
+  object's status (Job conditions, Kubeflow conditions, Volcano state, RayJob jobStatus, SparkApplication
+  applicationState, Deployment availability, …); PENDING while nothing says otherwise.
 - `replica_of(pod) -> str`: the replica name used in logs, e.g. "master-0", "worker-1", "0".
 - `resource_of(api_version, kind) -> Resource`: plural and namespacing, for the generic client calls.
 
 Modules: `meta` (labels, names, the resource table), `pod` (the pod template), one per kind: `job`, `kubeflow`
-(PyTorchJob, TFJob, MPIJob, PaddleJob, XGBoostJob), `volcano`, `ray`, `deployment` (Deployment + Service + HPA),
-`kserve`, `notebook` (StatefulSet + Service); `dispatch` chooses among them. Which replica counts mean what is
-documented in each kind's module.
+(PyTorchJob, TFJob, MPIJob, PaddleJob, XGBoostJob), `volcano`, `ray`, `spark` (SparkApplication), `deployment`
+(Deployment + Service + HPA), `kserve`, `notebook` (StatefulSet + Service); `dispatch` chooses among them. Which
+replica counts mean what is documented in each kind's module.
 """
 
 from __future__ import annotations

@@ -6,14 +6,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from apps.runtime.kubernetes.manifests import deployment, job, kserve, kubeflow, notebook, ray, volcano
+from apps.runtime.kubernetes.manifests import deployment, job, kserve, kubeflow, notebook, ray, spark, volcano
 from apps.runtime.kubernetes.manifests.meta import ANNOTATION_DEFAULT_CONTAINER, LABEL_ROLE, ManifestError
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.models import Operator
 from apps.runtime.workload import Phase, Workload, parse_service
 
 KINDS = ("job", "distributed", "service", "notebook")
-FRAMEWORKS = (*kubeflow.FRAMEWORKS, "volcano", "ray")
+FRAMEWORKS = (*kubeflow.FRAMEWORKS, "volcano", "ray", "spark")
 
 
 def _require(profile: ClusterProfile, operator: str, what: str) -> None:
@@ -40,6 +40,9 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
         if framework == "ray":
             _require(profile, ray.OPERATOR, "framework 'ray'")
             return ray.build(workload, profile)
+        if framework == "spark":
+            _require(profile, spark.OPERATOR, "framework 'spark'")
+            return spark.build(workload, profile)
         raise ManifestError(f"framework: {framework!r} is not one of {', '.join(FRAMEWORKS)}")
     if workload.kind == "service":
         if parse_service(workload.service)["mode"] == "kserve":
@@ -56,6 +59,7 @@ _PHASES: dict[tuple[str, str], Callable[[dict[str, Any]], tuple[Phase, str]]] = 
     **{(kubeflow.API_VERSION, kind): kubeflow.phase for kind in kubeflow.KINDS},
     (volcano.API_VERSION, volcano.KIND): volcano.phase,
     (ray.API_VERSION, ray.KIND): ray.phase,
+    (spark.API_VERSION, spark.KIND): spark.phase,
     ("apps/v1", "Deployment"): deployment.phase,
     ("apps/v1", "StatefulSet"): notebook.phase,
     (kserve.API_VERSION, kserve.KIND): kserve.phase,

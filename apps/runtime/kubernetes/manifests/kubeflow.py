@@ -15,15 +15,22 @@ DeepSpeed), PaddleJob, XGBoostJob. One module for the five because they differ o
   find their ranks from Open MPI's environment. The launcher gets the CPU and memory but no accelerators.
 
 No replicas given = one worker. The ports and container names are those the operator looks for.
+
+A workload with a strategy (apps/runtime/strategy.py) gets its variables in every replica; a PyTorchJob whose
+replicas have several GPUs gets `nprocPerNode` and its command run by torchrun (which reads the PET_* variables the
+operator sets); a DeepSpeed strategy's config is a ConfigMap (a companion object, `<name>-strategy`) mounted at
+/etc/portal/strategy, named by PORTAL_DEEPSPEED_CONFIG.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import Any
 
+from apps.runtime import strategy as strategies
 from apps.runtime.kubernetes.manifests.job import describe, true_conditions
-from apps.runtime.kubernetes.manifests.meta import ManifestError, metadata
+from apps.runtime.kubernetes.manifests.meta import NAME_MAX, ManifestError, metadata, object_name
 from apps.runtime.kubernetes.manifests.pod import command_of, pod_template
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.models import Operator
@@ -138,11 +145,17 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
         flavour = FRAMEWORKS[workload.framework]
     except KeyError:
         raise ManifestError(f"framework: {workload.framework!r} is not run by the training operator") from None
+    companions: list[dict[str, Any]] = []
+    torchrun_procs = 0
+    if workload.strategy:
+        workload, companions, torchrun_procs = _with_strategy(workload, profile, flavour)
     counts = replica_counts(workload, flavour)
     # With retries the operator restarts a failed replica in place (and counts it against backoffLimit);
     # without, the first failure fails the job.
     restart = "OnFailure" if workload.retries else "Never"
     command = command_of(workload)
+    if torchrun_procs > 1:
+        command = strategies.launch_command(command, torchrun_procs)
     specs: dict[str, Any] = {}
     for replica_type, count in counts.items():
         role = replica_type.lower()
@@ -166,7 +179,42 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
         spec["nprocPerNode"] = str(workload.procs_per_replica)
     spec["runPolicy"] = run_policy(workload, profile, sum(counts.values()))
     spec[flavour.spec_key] = specs
-    return [{"apiVersion": API_VERSION, "kind": flavour.kind, "metadata": metadata(workload, profile), "spec": spec}]
+    primary = {"apiVersion": API_VERSION, "kind": flavour.kind, "metadata": metadata(workload, profile), "spec": spec}
+    return [primary, *companions]
+
+
+def strategy_config_name(workload: Workload) -> str:
+    return f"{object_name(workload)[: NAME_MAX - 9].rstrip('-')}-strategy"
+
+
+def _with_strategy(
+    workload: Workload, profile: ClusterProfile, flavour: Flavour
+) -> tuple[Workload, list[dict[str, Any]], int]:
+    """The workload with its strategy rendered: its variables, the DeepSpeed config's volume, the processes per
+    replica (MPI: slotsPerWorker; PyTorch: nprocPerNode and torchrun); the companion ConfigMap; torchrun's
+    processes per replica (0: no torchrun)."""
+    try:
+        strategy, layout = workload.strategy_layout()
+    except ValueError as exc:
+        raise ManifestError(str(exc)) from None
+    env = {**workload.env, **strategies.env_of(strategy, layout, strategies.CLUSTER_CONFIG_DIR)}
+    volumes = list(workload.volumes)
+    companions = []
+    if strategy["type"] == "deepspeed":
+        name = strategy_config_name(workload)
+        config = strategies.deepspeed_config(strategy, layout)
+        companions.append({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata(workload, profile, name=name),
+            "data": {strategies.DEEPSPEED_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True)},
+        })  # fmt: skip
+        volumes.append(
+            {"kind": "config_map", "mount_path": strategies.CLUSTER_CONFIG_DIR, "source": name, "read_only": True}
+        )
+    procs = layout.procs_per_replica
+    rendered = replace(workload, env=env, volumes=volumes, procs_per_replica=procs if procs > 1 else 0)
+    return rendered, companions, procs if flavour is _PYTORCH else 0
 
 
 def phase(obj: dict[str, Any]) -> tuple[Phase, str]:

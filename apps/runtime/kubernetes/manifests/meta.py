@@ -62,6 +62,7 @@ _RESOURCES = {
         Resource("kubeflow.org/v1", "XGBoostJob", "xgboostjobs"),
         Resource("batch.volcano.sh/v1alpha1", "Job", "jobs"),
         Resource("ray.io/v1", "RayJob", "rayjobs"),
+        Resource("sparkoperator.k8s.io/v1beta2", "SparkApplication", "sparkapplications"),
         Resource("apps/v1", "Deployment", "deployments"),
         Resource("apps/v1", "StatefulSet", "statefulsets"),
         Resource("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
@@ -70,6 +71,7 @@ _RESOURCES = {
         Resource("v1", "Pod", "pods"),
         Resource("v1", "Event", "events"),
         Resource("v1", "Secret", "secrets"),
+        Resource("v1", "ConfigMap", "configmaps"),
         Resource("v1", "Node", "nodes", namespaced=False),
     )
 }
