@@ -90,7 +90,7 @@ def test_the_template_list_groups_built_ins_by_category(alice):
     assert response.status_code == 200
     categories = response.context["categories"]
     assert {"general", "data", "training", "evaluation"} <= set(categories)
-    assert [t.slug for t in categories["data"]] == ["data-split", "dataset-load", "iris-load"]
+    assert [t.slug for t in categories["data"]] == ["data-split", "dataset-load", "iris-load", "spark-features"]
     assert [t.slug for t in categories["evaluation"]] == ["evaluate", "llm-evaluate"]
     text = page(response)
     assert "Train/test split" in text
