@@ -162,6 +162,19 @@ class JobTemplate(models.Model):
     def display_description(self) -> str:
         return self._display(self.description)
 
+    @property
+    def search_text(self) -> str:
+        """What a search box matches, lower-cased: the slug, and the stored English beside what is shown, so that
+        "iris" and "鸢尾" both find a built-in whatever the user's language."""
+        stored = (self.name, self.category, self.description)
+        shown = (self.display_name, self.display_category, self.display_description)
+        return " ".join(dict.fromkeys((self.slug, *stored, *shown))).lower()
+
+    def matches(self, query: str) -> bool:
+        """Every word of `query` is somewhere in `search_text` (the templates page and the editor's palette)."""
+        text = self.search_text
+        return all(word in text for word in query.lower().split())
+
 
 class FailurePolicy(models.TextChoices):
     FAIL_FAST = "fail_fast", _("Stop at the first failure")

@@ -158,3 +158,18 @@ def test_the_check_fails_when_the_module_is_stale(tmp_path, monkeypatch):
         call_command("builtin_text", "--check")
     call_command("builtin_text")
     assert stale.read_text(encoding="utf-8") == builtin_text_module()
+
+
+def test_the_templates_page_finds_a_built_in_by_its_shown_or_its_stored_text(chinese):
+    for query in (ZH[NAME], "iris dataset", "IRIS-LOAD"):
+        listing = page(chinese, url("template-list") + f"?q={query}")
+        assert ZH[NAME] in listing, query
+        assert "data-split@" not in listing, query
+    assert "iris-load@" not in page(chinese, url("template-list") + "?q=鸢尾 nothing-like-this")
+
+
+def test_the_palette_searches_the_stored_english_too(chinese):
+    search = palette(chinese)["iris-load"]["search"]
+    assert ZH[NAME].lower() in search
+    assert NAME.lower() in search
+    assert "iris-load" in search

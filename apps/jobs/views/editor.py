@@ -53,6 +53,7 @@ def template_entry(template: JobTemplate) -> dict[str, Any]:
         "name": template.display_name,
         "category": template.display_category or "general",
         "description": template.display_description,
+        "search": template.search_text,
         "args": args,
         "resources": template.resources or {},
         "timeout": template.timeout,

@@ -12,7 +12,6 @@ from django.utils.translation import gettext as _
 from apps.jobs import services
 from apps.jobs.api.serializers import JobTemplateSerializer
 from apps.jobs.args import to_cli_args, validate_args
-from apps.jobs.filters import JobTemplateFilterSet
 from apps.jobs.forms import ImageForm, TemplateForm, args_form_class
 from apps.jobs.models import Image, JobTemplate
 from apps.projects.access import project_view
@@ -27,9 +26,10 @@ def template_list(request: HttpRequest, project: Project) -> HttpResponse:
     templates = JobTemplate.objects.in_project(project)
     newest = templates.values("project_id", "slug").annotate(v=Max("version"))
     keep = {(row["project_id"], row["slug"], row["v"]) for row in newest}
-    filterset = JobTemplateFilterSet({"q": request.GET.get("q", "")}, queryset=templates)
-    rows = [t for t in filterset.qs.order_by("category", "slug") if (t.project_id, t.slug, t.version) in keep]
-    query = filterset.form.cleaned_data.get("q", "").strip().lower()
+    query = request.GET.get("q", "").strip().lower()
+    # Matched here, not in SQL: a built-in is shown (and found) in the user's language, which the rows lack.
+    newest_rows = (t for t in templates.order_by("category", "slug") if (t.project_id, t.slug, t.version) in keep)
+    rows = [t for t in newest_rows if t.matches(query)]
     categories: dict[str, list[JobTemplate]] = {}
     for template in rows:
         categories.setdefault(template.display_category, []).append(template)

@@ -36,7 +36,7 @@ export function createPalette(root, options) {
         h("span", { className: "d-block text-truncate small font-monospace text-body-secondary", text: t.slug + (t.own ? " · " + m.ownTemplate : "") }),
       ]);
       button._template = t;
-      button._haystack = [t.name, t.slug, t.category, t.description].join(" ").toLowerCase();
+      button._haystack = (t.search || [t.name, t.slug, t.category, t.description].join(" ")).toLowerCase();
       // A click (or Enter/Space, which buttons turn into clicks) adds the node; dragging places it. The drag
       // starts after a few pixels of movement, so that a click stays a click.
       button.addEventListener("click", function () {
