@@ -165,7 +165,7 @@ class JobTemplate(models.Model):
     @property
     def search_text(self) -> str:
         """What a search box matches, lower-cased: the slug, and the stored English beside what is shown, so that
-        "iris" and "鸢尾" both find a built-in whatever the user's language."""
+        "iris" and "加载" both find a built-in whatever the user's language."""
         stored = (self.name, self.category, self.description)
         shown = (self.display_name, self.display_category, self.display_description)
         return " ".join(dict.fromkeys((self.slug, *stored, *shown))).lower()
