@@ -216,8 +216,9 @@ sandbox:
 sandbox-if-possible:
 	@$(MAKE) --no-print-directory sandbox || echo "make run: WARNING: no sandbox for local workloads: the local runtime will run one project's workloads only (docs/security.md)" >&2
 
+# --durations: the 40 slowest tests are printed at the end, so every CI log says where the suite's time goes.
 test: dev-install client-dev notebook-env train-env secret-key compilemessages chromium sandbox
-	$(TEST_ENV) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+	$(TEST_ENV) $(VENV)/bin/pytest -n 2 --durations=40 $(PYTEST_ARGS)
 
 test-smoke: dev-install client-dev secret-key
 	$(TEST_ENV) $(VENV)/bin/pytest -n 2 -m smoke $(PYTEST_ARGS)
