@@ -35,7 +35,9 @@ class RetrainPolicy(models.Model):
     arguments = models.JSONField(
         _("arguments"), default=dict, blank=True,
         help_text=_('Node arguments that replace the pipeline\'s: {"node": {"argument": value}}. "{version}" is the '
-                    'new dataset version, "{previous}" the one before it, "{champion}" the champion\'s model URI.'),
+                    'new dataset version, "{previous}" the one before it, "{champion}" the champion\'s model URI '
+                    '(its alias), "{champion_version}" the champion version of the start (models:/name/N), '
+                    '"{reason}" why it started (data, interval, drift or manual).'),
     )  # fmt: skip
     dataset = models.ForeignKey(
         "datasets.Dataset", on_delete=models.RESTRICT, related_name="retrain_policies", verbose_name=_("dataset"),
