@@ -14,6 +14,7 @@ from apps.retraining.models import RetrainPolicy
 from apps.retraining.services import create_monitor, delete_policy
 from tests.conftest import user_client
 from tests.factories import dataset
+from tests.models.conftest import api_for, assert_error
 from tests.retraining.factories import policy
 
 pytestmark = pytest.mark.django_db
@@ -72,6 +73,17 @@ def test_deleting_a_registered_model_a_policy_uses_is_a_409_naming_it(world):
     delete_policy(rule)
     assert api.delete(f"/api/v1/registered-models/{rule.registered_model_id}/").status_code == 204
     assert not RegisteredModel.objects.filter(pk=rule.registered_model_id).exists()
+
+
+def test_the_mlflow_api_answers_resource_conflict_naming_the_policy(world):
+    rule = policy(world.project_a, world.alice)
+
+    response = api_for(world.alice, project=world.project_a).delete(
+        "registered-models/delete", {"name": rule.registered_model.name}
+    )
+
+    assert "iris-retrain" in assert_error(response, 409, "RESOURCE_CONFLICT")["message"]
+    assert RegisteredModel.objects.filter(pk=rule.registered_model_id).exists()
 
 
 def test_deleting_the_project_deletes_its_policies_with_their_dataset_model_and_pipeline(world):
