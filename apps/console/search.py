@@ -17,7 +17,6 @@ from django.utils.translation import gettext_lazy as _
 from apps.datasets.models import Dataset
 from apps.jobs.models import Pipeline, PipelineRun
 from apps.models.models import RegisteredModel
-from apps.projects.models import Project
 from apps.projects.permissions import projects_for
 from apps.serving.models import InferenceService
 
@@ -101,10 +100,12 @@ def search(user: Any, q: str, *, project_id: int | None = None, per_kind: int = 
     projects = projects_for(user)
     if project_id is not None:
         projects = projects.filter(pk=project_id)
+    visible = projects.values("pk")  # one subquery, the same in every kind's query
     queries: dict[str, Callable[[QuerySet], QuerySet]] = {
-        "projects": lambda ps: Project.objects.filter(
-            Q(name__icontains=q) | Q(slug__icontains=q), pk__in=ps.values("pk")
-        ).order_by("name", "pk"),
+        # the user's projects themselves, filtered: no second subquery of what is already a query of projects
+        "projects": lambda _visible: projects.filter(Q(name__icontains=q) | Q(slug__icontains=q)).order_by(
+            "name", "pk"
+        ),
         "pipelines": _named(Pipeline, q),
         "runs": _runs(q),
         "datasets": _named(Dataset, q),
@@ -113,6 +114,6 @@ def search(user: Any, q: str, *, project_id: int | None = None, per_kind: int = 
     }
     groups = []
     for kind, label in kinds():
-        found = list(queries[kind](projects.values("pk"))[: per_kind + 1])
+        found = list(queries[kind](visible)[: per_kind + 1])
         groups.append(Group(kind, label, [_hit(kind, obj) for obj in found[:per_kind]], len(found) > per_kind))
     return groups

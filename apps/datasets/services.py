@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, ProtectedError, RestrictedError
 from django.utils.translation import gettext as _
 
 from apps.datasets import blobs
@@ -43,6 +43,7 @@ from apps.datasets.models import (
 from apps.datasets.paths import clean_path
 from apps.outbox.services import enqueue
 from apps.projects.models import Project
+from portal.lib.errors import Conflict
 
 REF_RE = re.compile(r"^(?P<name>[^@\s]+)(?:@(?P<which>latest|\d+))?$")
 
@@ -332,6 +333,11 @@ def delete_version(version: DatasetVersion, *, force: bool = False) -> list[str]
 
 
 def delete_dataset(dataset: Dataset, *, force: bool = False) -> list[str]:
+    """Delete the dataset with its versions; purge the blobs no other dataset uses. Returns the purged digests.
+
+    Runs that used it need `force` (their lineage goes); what is configured around it (a retrain policy, a data
+    monitor) refuses with a Conflict naming it, even with `force`: that is for the user to change or delete first.
+    """
     versions = list(dataset.versions.all())
     if not force and DatasetUsage.objects.filter(version__dataset=dataset).exists():
         raise ValidationError(
@@ -349,8 +355,11 @@ def delete_dataset(dataset: Dataset, *, force: bool = False) -> list[str]:
     from apps.datasets.uploads import session_dir
 
     sessions = list(dataset.uploads.all())
-    with transaction.atomic():
-        dataset.delete()
+    try:
+        with transaction.atomic():
+            dataset.delete()
+    except (ProtectedError, RestrictedError) as exc:
+        raise Conflict.from_protected(exc, dataset) from None
     for session in sessions:
         shutil.rmtree(session_dir(session), ignore_errors=True)
     return purge_blobs(shas)

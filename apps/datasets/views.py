@@ -19,6 +19,7 @@ from apps.datasets.quota import pending_bytes, stored_bytes
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.errors import Conflict
 from portal.lib.forms import add_service_errors
 from portal.lib.listing import listing
 
@@ -86,6 +87,9 @@ def dataset_delete(request: HttpRequest, project: Project, dataset: Dataset) -> 
         purged = services.delete_dataset(dataset, force=bool(request.POST.get("force")))
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
+        return redirect("datasets:dataset-detail", project=project.slug, pk=dataset.pk)
+    except Conflict as exc:  # a retrain policy or a data monitor still names it
+        messages.error(request, exc.message)
         return redirect("datasets:dataset-detail", project=project.slug, pk=dataset.pk)
     messages.success(
         request, _("Dataset deleted; %(n)d stored files no other version used were purged.") % {"n": len(purged)}

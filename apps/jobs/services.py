@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Max, ProtectedError, Q, RestrictedError
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -40,6 +40,7 @@ from apps.runtime.admission import node_limits
 from apps.runtime.base import get_runtime
 from apps.runtime.strategy import StrategyError
 from apps.runtime.strategy import describe as describe_strategy
+from portal.lib.errors import Conflict
 
 
 def resolve_template(project: Project, ref: str) -> JobTemplate | None:
@@ -136,8 +137,13 @@ def duplicate_pipeline(pipeline: Pipeline, user: Any, name: str = "") -> Pipelin
 
 def delete_pipeline(pipeline: Pipeline) -> None:
     """Delete a pipeline and its schedules. Its runs stay, with their logs, under the pipeline's name (a run keeps
-    the spec it froze); studies and labeling projects that started it forget it."""
-    pipeline.delete()
+    the spec it froze); studies and labeling projects that started it forget it. Refused with a Conflict naming
+    the retrain policies that run it."""
+    try:
+        with transaction.atomic():
+            pipeline.delete()
+    except (ProtectedError, RestrictedError) as exc:
+        raise Conflict.from_protected(exc, pipeline) from None
 
 
 def next_template_version(project: Project, slug: str) -> int:

@@ -19,7 +19,8 @@ class RetrainPolicy(models.Model):
     version goes into `dataset_argument`, e.g. `load.dataset`), and the gate its registered version must pass: its
     `metric` compared with the version at `alias` (the champion), promoted only when better by `margin`, and only
     after a project admin's approval when `require_approval`. Started as `created_by` (the policy's owner), whose
-    permission to start runs is checked each time."""
+    permission to start runs is checked each time. Its pipeline, dataset and registered model cannot be deleted while
+    it names them (RESTRICT: the delete is refused naming the policy; deleting the project deletes them all)."""
 
     class Mode(models.TextChoices):
         FULL = "full", _("Full")
@@ -28,16 +29,18 @@ class RetrainPolicy(models.Model):
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="retrain_policies")
     name = models.SlugField(_("name"), max_length=100)
     pipeline = models.ForeignKey(
-        "jobs.Pipeline", on_delete=models.PROTECT, related_name="retrain_policies", verbose_name=_("pipeline")
+        "jobs.Pipeline", on_delete=models.RESTRICT, related_name="retrain_policies", verbose_name=_("pipeline")
     )
     mode = models.CharField(_("mode"), max_length=12, choices=Mode.choices, default=Mode.FULL)
     arguments = models.JSONField(
         _("arguments"), default=dict, blank=True,
         help_text=_('Node arguments that replace the pipeline\'s: {"node": {"argument": value}}. "{version}" is the '
-                    'new dataset version, "{previous}" the one before it, "{champion}" the champion\'s model URI.'),
+                    'new dataset version, "{previous}" the one before it, "{champion}" the champion\'s model URI '
+                    '(its alias), "{champion_version}" the champion version of the start (models:/name/N), '
+                    '"{reason}" why it started (data, interval, drift or manual).'),
     )  # fmt: skip
     dataset = models.ForeignKey(
-        "datasets.Dataset", on_delete=models.CASCADE, related_name="retrain_policies", verbose_name=_("dataset"),
+        "datasets.Dataset", on_delete=models.RESTRICT, related_name="retrain_policies", verbose_name=_("dataset"),
         help_text=_("Its newest version is passed in when a drift monitor or a person starts the policy."),
     )  # fmt: skip
     dataset_argument = models.CharField(
@@ -45,7 +48,7 @@ class RetrainPolicy(models.Model):
         help_text=_("node.argument that receives the new dataset version (name@number), e.g. load.dataset."),
     )  # fmt: skip
     registered_model = models.ForeignKey(
-        "models.RegisteredModel", on_delete=models.CASCADE, related_name="retrain_policies",
+        "models.RegisteredModel", on_delete=models.RESTRICT, related_name="retrain_policies",
         verbose_name=_("registered model"),
     )  # fmt: skip
     alias = models.CharField(_("champion alias"), max_length=100, default="production")
@@ -95,7 +98,7 @@ class DataMonitor(models.Model):
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="data_monitors")
     name = models.SlugField(_("name"), max_length=100)
     dataset = models.ForeignKey(
-        "datasets.Dataset", on_delete=models.CASCADE, related_name="data_monitors", verbose_name=_("dataset")
+        "datasets.Dataset", on_delete=models.RESTRICT, related_name="data_monitors", verbose_name=_("dataset")
     )
     policy = models.ForeignKey(
         RetrainPolicy, on_delete=models.CASCADE, related_name="data_monitors", verbose_name=_("retrain policy")

@@ -30,7 +30,7 @@ from apps.retraining.models import DataCheck, DataMonitor, Retraining, RetrainPo
 logger = logging.getLogger(__name__)
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")
-PLACEHOLDERS = ("{version}", "{previous}", "{champion}")
+PLACEHOLDERS = ("{version}", "{previous}", "{champion}", "{champion_version}", "{reason}")  # docs/retraining.md
 
 
 def _pick(queryset: Any, value: Any, field: str = "name") -> Any:
@@ -112,8 +112,11 @@ def clean_policy(project: Project, values: dict[str, Any], instance: RetrainPoli
         errors["arguments"] = [_("No node %(names)s in the pipeline.") % {"names": ", ".join(unknown)}]
     out["arguments"] = arguments if isinstance(arguments, dict) else {}
     incremental = out["mode"] == RetrainPolicy.Mode.INCREMENTAL
-    if incremental and "{champion}" not in str(arguments) and "arguments" not in errors:
-        errors["arguments"] = [_('Incremental training starts from the champion: pass "{champion}" to a node.')]
+    starts_from_champion = "{champion}" in str(arguments) or "{champion_version}" in str(arguments)
+    if incremental and not starts_from_champion and "arguments" not in errors:
+        errors["arguments"] = [
+            _('Incremental training starts from the champion: pass "{champion}" or "{champion_version}" to a node.')
+        ]
     target = (values.get("dataset_argument") or "").strip()
     if target and (target.count(".") != 1 or (out["pipeline"] is not None and target.split(".")[0] not in nodes)):
         errors["dataset_argument"] = [_("node.argument of a node of the pipeline, e.g. load.dataset.")]
@@ -297,16 +300,25 @@ def _fill(value: Any, values: dict[str, str]) -> Any:
     return value
 
 
-def run_spec(policy: RetrainPolicy, version: DatasetVersion) -> dict[str, Any]:
+def run_spec(policy: RetrainPolicy, version: DatasetVersion, reason: str = Retraining.Reason.MANUAL) -> dict[str, Any]:
     """The pipeline's spec with the policy's arguments in place (placeholders filled) and the new version in
-    `dataset_argument`."""
+    `dataset_argument`. `{champion}` names the alias (resolved when the task reads it, as the gate does);
+    `{champion_version}` pins the version at the alias now, so that an incremental run starts from exactly the
+    champion of its start even if the alias moves while it waits."""
     spec = copy.deepcopy(policy.pipeline.spec)
-    champion = ModelAlias.objects.filter(registered_model=policy.registered_model, alias=policy.alias).first()
+    model = policy.registered_model.name
+    champion = (
+        ModelAlias.objects.filter(registered_model=policy.registered_model, alias=policy.alias)
+        .select_related("model_version")
+        .first()
+    )
     previous = version.dataset.versions.filter(number__lt=version.number).order_by("-number").first()
     values = {
         "{version}": version.ref,
         "{previous}": previous.ref if previous else "",
-        "{champion}": f"models:/{policy.registered_model.name}@{policy.alias}" if champion else "",
+        "{champion}": f"models:/{model}@{policy.alias}" if champion else "",
+        "{champion_version}": f"models:/{model}/{champion.model_version.version}" if champion else "",
+        "{reason}": str(reason),
     }
     overrides = {node: dict(args) for node, args in (policy.arguments or {}).items()}
     if policy.dataset_argument:
@@ -352,7 +364,7 @@ def start_policy(
             try:
                 with transaction.atomic():
                     retraining.run = start_spec_run(
-                        policy.project, policy.created_by, run_spec(policy, retraining.dataset_version),
+                        policy.project, policy.created_by, run_spec(policy, retraining.dataset_version, reason),
                         name=policy.pipeline.name, pipeline=policy.pipeline, trigger="retrain",
                     )  # fmt: skip
             except PermissionDenied as exc:

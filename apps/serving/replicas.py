@@ -58,15 +58,17 @@ KSERVE_FORMATS = {
 # --- Where the model is -------------------------------------------------------------------------------------------
 
 
-def model_format(source: str) -> str:
-    """The framework a version's files need, from its MLmodel's flavours (an MLflow Model folder, or one under model/)
-    or its file's suffix: "onnx", "pytorch", "xgboost", "sklearn", or "" when they do not say."""
+# An MLmodel without a native flavour the server knows may still name one as its pyfunc loader (as
+# apps/serving/modelserver/loading.py reads it); a folder with one of these is a Hugging Face model or a PEFT adapter.
+LOADER_FORMATS = {"mlflow.sklearn": "sklearn", "mlflow.xgboost": "xgboost", "mlflow.onnx": "onnx",
+                  "mlflow.pytorch": "pytorch"}  # fmt: skip
+LLM_FILES = frozenset({"config.json", "adapter_config.json"})
+
+
+def _flavors(rel: str) -> dict[str, Any] | None:
+    """The flavours of the MLmodel of a version's folder (or of its model/ folder); None when it has no MLmodel."""
     import yaml
 
-    rel = storage_path(source)
-    if not artifacts.is_dir(rel):
-        suffix = Path(rel).suffix.lower()
-        return FILE_FORMATS.get(suffix, "")
     for mlmodel in (f"{rel}/MLmodel", f"{rel}/model/MLmodel"):
         handle = artifacts.open_file(mlmodel)
         if handle is None:
@@ -75,9 +77,51 @@ def model_format(source: str) -> str:
             try:
                 flavors = (yaml.safe_load(handle.read(1 << 20)) or {}).get("flavors") or {}
             except (yaml.YAMLError, AttributeError, UnicodeDecodeError):
-                return ""
-        return next((name for name in ("onnx", "pytorch", "xgboost", "sklearn") if name in flavors), "")
-    return ""
+                return {}
+        return flavors if isinstance(flavors, dict) else {}
+    return None
+
+
+def _file_names(rel: str) -> list[str]:
+    return [entry["path"] for entry in artifacts.list_dir(rel) if not entry["is_dir"]]
+
+
+def model_format(source: str) -> str:
+    """The framework a version's files need, from its MLmodel's flavours (an MLflow Model folder, or one under model/;
+    else its pyfunc loader) or its file's suffix (the file itself, or the one model file of its folder, as the model
+    server picks it): "onnx", "pytorch", "xgboost", "sklearn", or "" when they do not say."""
+    rel = storage_path(source)
+    if not artifacts.is_dir(rel):
+        suffix = Path(rel).suffix.lower()
+        return FILE_FORMATS.get(suffix, "")
+    flavors = _flavors(rel)
+    if flavors is not None:
+        native = next((name for name in ("onnx", "pytorch", "xgboost", "sklearn") if name in flavors), "")
+        pyfunc = flavors.get("python_function")
+        loader = pyfunc.get("loader_module") if isinstance(pyfunc, dict) else None
+        return native or LOADER_FORMATS.get(str(loader or ""), "")
+    files = [name for name in _file_names(rel) if Path(name).suffix.lower() in FILE_FORMATS]
+    named = [name for name in files if Path(name).stem == "model"]
+    chosen = named if len(named) == 1 else files
+    return FILE_FORMATS[Path(chosen[0]).suffix.lower()] if len(chosen) == 1 else ""
+
+
+def default_framework(source: str) -> str:
+    """The framework a new service of this version starts with ("Deploy this version"): its `model_format`; else an
+    MLflow Model of another flavour is served as MLflow pyfunc, a Hugging Face folder, PEFT adapter or GGUF file as
+    an llm; scikit-learn only when nothing says."""
+    found = model_format(source)
+    if found:
+        return Framework(found)
+    rel = storage_path(source)
+    if not artifacts.is_dir(rel):
+        return Framework.LLM if rel.lower().endswith(".gguf") else Framework.SKLEARN
+    if _flavors(rel):
+        return Framework.MLFLOW
+    names = _file_names(rel)
+    if LLM_FILES.intersection(names) or any(name.lower().endswith(".gguf") for name in names):
+        return Framework.LLM
+    return Framework.SKLEARN
 
 
 def storage_path(source: str) -> str:

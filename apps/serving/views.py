@@ -25,7 +25,8 @@ from apps.runtime.workload import format_memory
 from apps.serving import console, payloads, services
 from apps.serving.filters import InferenceServiceFilterSet
 from apps.serving.forms import ServiceForm, example_request
-from apps.serving.models import InferenceService, Replica, Revision
+from apps.serving.models import Framework, InferenceService, Replica, Revision
+from apps.serving.replicas import default_framework
 from apps.serving.services.events import TRANSITIONAL
 from apps.serving.services.metrics import requests_per_second_by_service
 from portal.lib.forms import add_service_errors
@@ -319,13 +320,17 @@ def version_deploy(request: HttpRequest, project: Project, version: ModelVersion
         if request.method == "POST"
         else services.free_service_name(project, version)
     )
+    detected = default_framework(version.source)  # what the version's files need
+    framework = request.POST.get("framework", "").strip() if request.method == "POST" else ""
     if request.method == "POST":
         chosen = request.POST.get("service")
         target = targets.filter(pk=chosen).first() if chosen and chosen.isdigit() else None
         try:
             if chosen and target is None:
                 raise ValidationError({"service": [_("Choose a service of this model.")]})
-            service, problem = services.deploy_version(project, request.user, version, service=target, name=name)
+            service, problem = services.deploy_version(
+                project, request.user, version, service=target, name=name, framework=framework
+            )
         except ValidationError as exc:
             errors = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
         else:
@@ -337,7 +342,8 @@ def version_deploy(request: HttpRequest, project: Project, version: ModelVersion
                     request, _("Deploying %(model)s to %(name)s.") % {"model": model, "name": service.name}
                 )
             return redirect(_detail_url(service))
-    alerts = [message for key, found in errors.items() if key != "name" for message in found]
+    alerts = [message for key, found in errors.items() if key not in ("name", "framework") for message in found]
     context = {"project": project, "version": version, "targets": targets.order_by("name"), "name": name,
-               "errors": errors, "alerts": alerts}  # fmt: skip
+               "errors": errors, "alerts": alerts, "frameworks": Framework.choices,
+               "framework": framework or detected}  # fmt: skip
     return render(request, "serving/version_deploy.html", context, status=400 if errors else 200)

@@ -145,3 +145,15 @@ def test_queries_do_not_grow_with_the_hits(objects):
     assert len(groups["runs"].hits) == 8
     assert groups["runs"].more
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+def test_each_kind_is_one_query_over_one_subquery_of_my_projects(objects):
+    from apps.console.search import kinds, search
+
+    with CaptureQueriesContext(connection) as captured:
+        groups = search(objects.alice, "iris")
+
+    assert [g.kind for g in groups] == [kind for kind, _label in kinds()]
+    assert len(captured.captured_queries) == len(kinds())
+    for query in captured.captured_queries:  # the visible projects' subquery once, not a query of it in a query
+        assert query["sql"].count('FROM "projects_project"') <= 1, query["sql"]

@@ -48,6 +48,10 @@ GROUPS: list[tuple[str, Any, list[tuple[str, Any, str]]]] = [
         ("settings", _("Settings"), "projects:settings"),
     ]),
 ]  # fmt: skip
+# Each tab's label and list page, for the breadcrumb: looked up, not found by walking GROUPS on every page.
+SECTIONS: dict[str, tuple[Any, str]] = {
+    name: (text, url) for _key, _label, pages in GROUPS for name, text, url in pages
+}
 ADMIN_ONLY = {"audit"}  # tabs only a project admin may open
 SWITCHER_LIMIT = 20  # projects listed in the switcher; "All projects" leads to the rest
 
@@ -92,18 +96,10 @@ class Crumbs:
     more: bool  # the member has more projects than the switcher lists
 
 
-def _section(tab: str) -> tuple[Any, str] | None:
-    for _key, _label, pages in GROUPS:
-        for name, text, url in pages:
-            if name == tab:
-                return text, url
-    return None
-
-
 @register.simple_tag(takes_context=True)
 def project_crumbs(context: template.Context, project: Any, tab: str) -> Crumbs:
     request = context["request"]
-    found = _section(tab)
+    found = SECTIONS.get(tab)
     url_name = found[1] if found and tab not in ADMIN_ONLY else "projects:overview"
     section = None
     if found:

@@ -21,6 +21,7 @@ from apps.jobs.yaml_io import dump_pipeline, load_pipeline
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
+from portal.lib.errors import Conflict
 from portal.lib.listing import listing
 
 EXAMPLE = """apiVersion: portal/v1
@@ -153,7 +154,11 @@ def pipeline_duplicate(request: HttpRequest, project: Project, pipeline: Pipelin
 @project_view(CONTRIBUTE, model=Pipeline, methods=("POST",))
 def pipeline_delete(request: HttpRequest, project: Project, pipeline: Pipeline) -> HttpResponse:
     name = pipeline.name
-    services.delete_pipeline(pipeline)
+    try:
+        services.delete_pipeline(pipeline)
+    except Conflict as exc:  # a retrain policy runs it
+        messages.error(request, exc.message)
+        return redirect("jobs:pipeline-detail", project=project.slug, pk=pipeline.pk)
     messages.success(request, _("Pipeline %(name)s deleted; its runs are kept.") % {"name": name})
     return redirect("jobs:pipeline-list", project=project.slug)
 

@@ -16,7 +16,7 @@ def _ref(field: str, help_text: str, **kwargs: Any) -> serializers.CharField:
 class RetrainPolicySerializer(StrictModelSerializer):
     """A retrain policy. `pipeline`, `dataset`, `registered_model`: a row of the project by name (or id);
     `drift_monitor`: a drift monitor by its service's name (or id), or null; `arguments`: {"node": {"argument":
-    value}} with the placeholders "{version}", "{previous}", "{champion}"."""
+    value}} with the placeholders "{version}", "{previous}", "{champion}", "{champion_version}", "{reason}"."""
 
     project = VisibleProjectField()
     pipeline = _ref("pipeline", _("The pipeline's name (or id)."))

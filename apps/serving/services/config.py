@@ -23,7 +23,7 @@ from apps.projects.models import Project, slug_validator
 from apps.projects.services import UNCHANGED
 from apps.runtime.admission import quota_limits, too_large
 from apps.serving.models import Framework, InferenceService
-from apps.serving.replicas import model_format
+from apps.serving.replicas import default_framework
 from apps.serving.services.deploy import deploy as deploy_service
 from portal.lib.resources import Resources, parse_memory, read_amount
 
@@ -32,8 +32,6 @@ MIN_MEMORY = 64 * 2**20
 # An llm replica holds the model in float32 plus torch: ~1.2 GB for SmolLM2-135M (docs/serving-llm.md).
 MIN_LLM_MEMORY = 1536 * 2**20
 SERVES_WITHOUT_MODEL = (Framework.CUSTOM, Framework.LLM)
-# "Deploy this version" names the new service's framework after the version's files (replicas.model_format).
-FORMAT_FRAMEWORKS = {"onnx": Framework.ONNX, "pytorch": Framework.PYTORCH, "xgboost": Framework.XGBOOST}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _ALIAS_RE = re.compile(r"^[\w-]+$")
@@ -369,18 +367,25 @@ def free_service_name(project: Project, version: ModelVersion) -> str:
 
 
 def deploy_version(
-    project: Project, user: Any, version: ModelVersion, *, service: InferenceService | None = None, name: str = ""
+    project: Project,
+    user: Any,
+    version: ModelVersion,
+    *,
+    service: InferenceService | None = None,
+    name: str = "",
+    framework: str = "",
 ) -> InferenceService:
     """ "Deploy this version" from the registry. Without `service`: a new service named `name`, pinned to `version`,
-    deployed at once. With one (of the same project and model): pinned to `version` (it stops following an alias)
-    and rolled out; what serves goes on serving until the new replicas are ready. The service is returned even when
-    the rollout cannot start (no agent...), with why (else ""): its page says so too, as after a deploy from there."""
+    deployed at once, with `framework` (default: the one the version's files need, `replicas.default_framework`).
+    With one (of the same project and model): pinned to `version` (it stops following an alias) and rolled out; what
+    serves goes on serving until the new replicas are ready. The service is returned even when the rollout cannot
+    start (no agent...), with why (else ""): its page says so too, as after a deploy from there."""
     if version.registered_model.project_id != project.pk:
         raise ValidationError({"version": [_("This version is not in this project.")]})
     if service is None:
         service = create_service(
             project, user, name=name, registered_model=version.registered_model, model_version=version,
-            framework=FORMAT_FRAMEWORKS.get(model_format(version.source), Framework.SKLEARN),
+            framework=framework or default_framework(version.source),
         )  # fmt: skip
     elif service.project_id != project.pk or service.registered_model_id != version.registered_model_id:
         raise ValidationError({"service": [_("Choose a service of %(model)s.") % {"model": version.registered_model}]})
