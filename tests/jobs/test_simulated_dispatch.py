@@ -103,6 +103,19 @@ def test_the_current_dispatcher_lets_small_jobs_pass_a_large_one(owner):
     assert fifo.started == {1: 0, 2: 100, 3: 110}
 
 
+def test_the_simulated_runtime_is_never_a_choice_of_a_project(owner):
+    from django.core.exceptions import ValidationError
+
+    from apps.projects.services import validate_runtime
+    from apps.runtime.simulated.cluster import simulated_runtime
+
+    assert "simulated" not in base.RUNTIMES
+    with simulated_runtime(SimCluster(nodes=1)), pytest.raises(ValidationError):
+        validate_runtime("simulated")
+    with pytest.raises(LookupError, match="unknown runtime 'simulated'"):
+        base.get_runtime("simulated")
+
+
 def test_dispatch_cost_measures_a_pass_and_leaves_no_task_waiting(owner):
     cost = dispatch_cost(gpus=16, queued=40, owner=owner, teams=2, repeats=1)
     assert cost["first"] > 0
