@@ -1,0 +1,151 @@
+"""The portal's own queue in the loop of a simulated replay (apps/runtime/simulated/, docs/scheduling.md): each
+trace job becomes a one-node pipeline run, and the real orchestrator and dispatcher decide everything — quotas,
+priorities, waiting reasons, what starts — against the simulated runtime. For benchmarks and tests only.
+
+Submissions are what `start_spec_run` does minus its outbox kick (no Celery in a replay): a run frozen from a spec
+like any other, then `advance_run`, which creates the task and dispatches. A completion is a runtime event:
+`advance_run(run, task)` as the agent or the Kubernetes controller would call it.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+
+from apps.jobs import orchestrator
+from apps.jobs.dispatcher import dispatch
+from apps.jobs.models import JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
+from apps.jobs.services import _freeze
+from apps.projects.models import Project, Quota
+from apps.projects.services import provision_project
+from apps.runtime.simulated.cluster import SimCluster, SimWorkload, simulated_runtime
+from apps.runtime.simulated.traces import Job, Trace
+from apps.runtime.workload import Workload
+
+TEMPLATE = "sim-gpu"
+
+
+def prepare(trace: Trace, owner: Any) -> dict[str, Project]:
+    """The trace's projects (made when missing) with its GPU quotas, and the template its jobs run."""
+    JobTemplate.objects.get_or_create(
+        project=None, slug=TEMPLATE, defaults={"name": "simulated GPU job", "command": ["/bin/true"]}
+    )
+    projects = {}
+    for name in trace.projects:
+        project = Project.objects.filter(slug=name).first() or provision_project(owner, slug=name, name=name)
+        Quota.objects.update_or_create(project=project, defaults={"gpus": trace.quotas.get(name)})
+        projects[name] = Project.objects.select_related("quota").get(pk=project.pk)
+    return projects
+
+
+def frozen_spec(project: Project) -> dict[str, Any]:
+    """A one-node run spec, validated and frozen as `start_spec_run` does (the node's resources are set per job)."""
+    return _freeze(project, {"nodes": [{"name": "job", "template": TEMPLATE, "cache": False}]})
+
+
+def job_spec(base: dict[str, Any], job: Job) -> dict[str, Any]:
+    spec = copy.deepcopy(base)
+    spec["priority"] = job.priority
+    spec["nodes"][0]["resources"] = {"cpu": job.cpus, "memory": job.memory, "gpu": job.gpus}
+    return spec
+
+
+class PortalDispatcher:
+    """The portal's orchestrator and dispatcher as a replay policy. Use inside `simulated_runtime(cluster)`."""
+
+    label = "portal dispatcher (current)"
+
+    def __init__(self, cluster: SimCluster, trace: Trace, owner: Any) -> None:
+        self.cluster, self.owner = cluster, owner
+        self.projects = prepare(trace, owner)
+        self.specs = {name: frozen_spec(project) for name, project in self.projects.items()}
+        self.numbers = {
+            name: PipelineRun.objects.filter(project=p).aggregate(n=Max("number"))["n"] or 0
+            for name, p in self.projects.items()
+        }
+        self.job_of_run: dict[int, Job] = {}
+        self.task_of: dict[str, tuple[int, int]] = {}  # workload uid → (run id, task id)
+        self.passes = 0
+        self.pass_seconds = 0.0
+        cluster.duration_of = self._duration_of
+
+    def _duration_of(self, workload: Workload) -> tuple[str, float]:
+        run_id, task_id = int(workload.labels["run"]), int(workload.labels["task_run"])
+        self.task_of[workload.uid] = (run_id, task_id)
+        job = self.job_of_run[run_id]
+        return str(job.id), job.duration
+
+    def submit(self, job: Job) -> None:
+        project = self.projects[job.project]
+        self.numbers[job.project] += 1
+        run = PipelineRun.objects.create(
+            project=project, created_by=self.owner, number=self.numbers[job.project], pipeline_name="sim",
+            spec=job_spec(self.specs[job.project], job), priority=job.priority,
+        )  # fmt: skip
+        self.job_of_run[run.pk] = job
+        self._timed(orchestrator.advance_run, run.pk)
+
+    def ended(self, workload: SimWorkload) -> None:
+        run_id, task_id = self.task_of[workload.uid]
+        self._timed(orchestrator.advance_run, run_id, task_id)
+
+    def _timed(self, fn, *args) -> None:
+        started = time.perf_counter()
+        fn(*args)
+        self.pass_seconds += time.perf_counter() - started
+        self.passes += 1
+
+
+def replay_portal(trace: Trace, cluster: SimCluster, owner: Any):
+    """`replay` with the portal's dispatcher; returns (outcome, policy)."""
+    from apps.runtime.simulated.replay import replay
+
+    with simulated_runtime(cluster):
+        policy = PortalDispatcher(cluster, trace, owner)
+        return replay(trace, cluster, policy), policy
+
+
+def dispatch_cost(*, gpus: int, queued: int, owner: Any, teams: int = 8, repeats: int = 3) -> dict[str, float]:
+    """Seconds of one dispatch pass with `queued` one-GPU tasks waiting on a cluster of `gpus` GPUs: the first pass
+    (fills the cluster and writes every other task's waiting reason) and, median of `repeats`, a steady pass after
+    one task ended (one task starts; the reasons of the others are unchanged). The tasks are cancelled after."""
+    trace = Trace([], {f"cost-{i + 1:02d}": gpus for i in range(teams)})
+    projects = list(prepare(trace, owner).values())
+    base = frozen_spec(projects[0])
+    spec = copy.deepcopy(base)
+    spec["nodes"][0]["resources"] = {"cpu": 1, "gpu": 1}
+    start = {p.pk: PipelineRun.objects.filter(project=p).aggregate(n=Max("number"))["n"] or 0 for p in projects}
+    runs = [
+        PipelineRun(project=projects[i % teams], created_by=owner, pipeline_name="cost", spec=spec,
+                    number=start[projects[i % teams].pk] + i // teams + 1)
+        for i in range(queued)
+    ]  # fmt: skip
+    with transaction.atomic():
+        runs = PipelineRun.objects.bulk_create(runs, batch_size=1000)
+        TaskRun.objects.bulk_create(
+            [TaskRun(run=r, node="job", resources={"cpu": 1, "gpu": 1}) for r in runs], batch_size=1000
+        )
+    ids = [r.pk for r in runs]
+    cluster = SimCluster(max(gpus // 8, 1), 8, cpus_per_node=1024)
+    cluster.duration_of = lambda w: ("", 3600.0 + int(w.labels["task_run"]) % 1000)
+    try:
+        with simulated_runtime(cluster):
+            t0 = time.perf_counter()
+            dispatch()
+            first = time.perf_counter() - t0
+            steady = []
+            for _ in range(repeats):
+                ended = cluster.finish_next()
+                TaskRun.objects.filter(handle=ended.uid).update(status=TaskStatus.SUCCEEDED)
+                t0 = time.perf_counter()
+                dispatch()
+                steady.append(time.perf_counter() - t0)
+    finally:
+        TaskRun.objects.filter(run_id__in=ids).exclude(status=TaskStatus.SUCCEEDED).update(status=TaskStatus.CANCELLED)
+        PipelineRun.objects.filter(pk__in=ids).update(status=RunStatus.CANCELLED)
+    steady.sort()
+    return {"first": first, "steady": steady[len(steady) // 2]}

@@ -1,0 +1,106 @@
+"""Scheduling quality at cluster scale (issue #31, first part): a generated GPU job trace replayed on a simulated
+cluster (apps/runtime/simulated/) by FIFO (the baseline) and by the portal's own dispatcher in the loop
+(apps/jobs/simulation.py), then what one dispatch pass costs as the cluster and the queue grow. docs/scheduling.md.
+
+    .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 600] [--load 1.1] [--teams 8] [--seed 1]
+        [--trace FILE.csv] [--cost-gpus 64,512] [--cost-queued 1000,10000]
+    (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override;
+     BENCH_DATABASE_URL=sqlite:///… for SQLite)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+from _env import prepare
+
+
+def fmt_s(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help="a quick run: 32 GPUs, 150 jobs, small cost sizes")
+    parser.add_argument("--gpus", type=int, default=64, help="GPUs of the replay's cluster (8 per node)")
+    parser.add_argument("--jobs", type=int, default=600)
+    parser.add_argument("--load", type=float, default=1.1, help="GPU time asked for / GPU time the cluster has")
+    parser.add_argument("--teams", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--trace", help="replay this CSV trace instead of a generated one (quotas: none)")
+    parser.add_argument("--cost-gpus", default="64,512")
+    parser.add_argument("--cost-queued", default="1000,10000")
+    args = parser.parse_args()
+    if args.small:
+        args.gpus, args.jobs, args.cost_gpus, args.cost_queued = 32, 150, "64,512", "200,1000"
+    prepare("scheduling")
+
+    from django.conf import settings
+
+    from apps.jobs.simulation import dispatch_cost, replay_portal
+    from apps.runtime.simulated.cluster import SimCluster
+    from apps.runtime.simulated.replay import Fifo, replay, summarise
+    from apps.runtime.simulated.traces import SIZE_BUCKETS, generate, load_csv
+    from tests.factories import UserFactory
+
+    owner = UserFactory(username="bench")
+    if args.trace:
+        trace = load_csv(args.trace)
+    else:
+        trace = generate(jobs=args.jobs, gpus=args.gpus, load=args.load, teams=args.teams, seed=args.seed)
+    nodes = max(args.gpus // 8, 1)
+    load_before = os.getloadavg()
+    fifo_cluster = SimCluster(nodes, 8)
+    summaries = [summarise(replay(trace, fifo_cluster, Fifo(fifo_cluster)))]
+    outcome, policy = replay_portal(trace, SimCluster(nodes, 8), owner)
+    summaries.append(summarise(outcome))
+
+    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    ones = sum(1 for j in trace.jobs if j.gpus == 1) / len(trace.jobs)
+    offered = trace.gpu_seconds() / (nodes * 8 * trace.span)
+    largest = max(j.gpus for j in trace.jobs)
+    print(f"\nTrace: {len(trace.jobs)} jobs over {fmt_s(trace.span)}, {len(trace.projects)} projects, "
+          f"seed {args.seed}, {ones:.0%} 1-GPU jobs, largest {largest} GPUs; GPU time asked for = "
+          f"{offered:.0%} of the cluster's over that span. "
+          f"Cluster: {nodes} nodes × 8 GPUs. Database: {engine}.")  # fmt: skip
+    buckets = [name for name, _lo, _hi in SIZE_BUCKETS]
+    header = ["policy", "GPU util", "mean JCT", "p95 JCT"] + [f"p95 wait {b}" for b in buckets]
+    header += ["max wait >8", "unfinished", "wall"]
+    widths = [30, 9, 9, 9] + [13] * len(buckets) + [13, 11, 8]
+    print("".join(f"{h:>{w}}" if i else f"{h:<{w}}" for i, (h, w) in enumerate(zip(header, widths, strict=True))))
+    for s in summaries:
+        cells = [s.label, f"{s.utilisation:.1%}", fmt_s(s.mean_jct), fmt_s(s.p95_jct)]
+        cells += [fmt_s(s.p95_wait[b]) for b in buckets] + [fmt_s(s.starvation), str(s.unfinished), f"{s.wall_s:.0f}s"]
+        print("".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+    if trace.quotas:
+        print("\nShare of each project's GPU quota used over the trace (GPU-seconds held / quota × span)")
+        projects = sorted(trace.quotas)
+        print(f"{'policy':<30}" + "".join(f"{p[-7:]:>9}" for p in projects))
+        quota_row = "".join(f"{trace.quotas[p] or 0:>9}" for p in projects)
+        print(f"{'(quota, GPUs)':<30}{quota_row}")
+        for s in summaries:
+            print(f"{s.label:<30}" + "".join(f"{s.quota_share.get(p, 0):>9.0%}" for p in projects))
+    print(f"\nportal dispatcher: {policy.passes} advances (each with its dispatch pass), "
+          f"{policy.pass_seconds / max(policy.passes, 1) * 1000:.1f} ms each on average")  # fmt: skip
+
+    print("\nCost of one dispatch pass (1-GPU tasks waiting, 8 projects with quotas)")
+    print(f"{'GPUs':>6}{'queued':>9}{'first pass':>12}{'steady pass':>13}{'per queued task':>17}")
+    for gpus in (int(g) for g in args.cost_gpus.split(",")):
+        for queued in (int(q) for q in args.cost_queued.split(",")):
+            cost = dispatch_cost(gpus=gpus, queued=queued, owner=owner)
+            print(f"{gpus:>6}{queued:>9}{cost['first']:>11.2f}s{cost['steady'] * 1000:>10.0f} ms"
+                  f"{cost['steady'] / queued * 1e6:>14.0f} µs")  # fmt: skip
+    loads = " ".join(f"{v:.2f}" for v in load_before), " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print("load average before: {}, after: {}".format(*loads))
+
+
+if __name__ == "__main__":
+    main()
