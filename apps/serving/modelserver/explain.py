@@ -116,8 +116,11 @@ def _numeric(predictor: Predictor, name: str) -> bool:
 
 
 def _candidates(predictor: Predictor) -> list[str]:
+    """The outputs that can be explained, best first: scores and probabilities (float outputs) before integers,
+    which are most often class labels (an ONNX classifier's `label`)."""
     order = [n for n in PREFERRED if n in predictor.outputs] + list(predictor.default_outputs) + list(predictor.outputs)
-    return [n for n in dict.fromkeys(order) if _numeric(predictor, n)]
+    numeric = [n for n in dict.fromkeys(order) if _numeric(predictor, n)]
+    return sorted(numeric, key=lambda n: not predictor.outputs[n].datatype.startswith("FP"))
 
 
 def _evaluate(predictor: Predictor, output: str, x: np.ndarray) -> np.ndarray:
