@@ -33,6 +33,7 @@ MAX_ROWS = 32  # rows explained per request
 MAX_BACKGROUND = 100  # background rows used (more are sampled down, seeded)
 MAX_FEATURES = 500
 EVALUATIONS = 200_000  # model rows evaluated per explained row, at most (exact: 2^M × background)
+CELLS = 4_000_000  # and at most this many values in those rows (32 MB of FP64), for models of many features
 MAX_PERMUTATIONS = 64
 # The outputs worth explaining, in order of preference: scores and probabilities, not class labels.
 PREFERRED = ("predict_proba", "decision_function")
@@ -158,6 +159,11 @@ def _exact(
     return phi, values[0], values[-1]
 
 
+def _budget(features: int) -> int:
+    """How many model rows one explained row may cost."""
+    return min(EVALUATIONS, CELLS // features)
+
+
 def _permutation(
     predictor: Predictor, output: str, row: np.ndarray, background: np.ndarray, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -165,7 +171,7 @@ def _permutation(
     v when it joins, so each permutation's contributions add up to v(all) - v(none) exactly."""
     m = row.shape[0]
     per_permutation = (m + 1) * len(background)
-    count = max(2, min(MAX_PERMUTATIONS, EVALUATIONS // per_permutation) // 2 * 2)
+    count = max(2, min(MAX_PERMUTATIONS, _budget(m) // per_permutation) // 2 * 2)
     orders = []
     for _ in range(count // 2):
         order = rng.permutation(m)
@@ -189,9 +195,9 @@ def explain(predictor: Predictor, request: ExplainRequest) -> dict[str, Any]:
     value, the output and each feature's contribution (one value per output column)."""
     x, background = request.x, request.background
     m = x.shape[1]
-    exact = m <= EXACT_MAX_FEATURES and (1 << m) * len(background) <= EVALUATIONS
-    if not exact and (m + 1) * 2 * len(background) > EVALUATIONS:
-        keep = max(1, EVALUATIONS // ((m + 1) * 2))
+    exact = m <= EXACT_MAX_FEATURES and (1 << m) * len(background) <= _budget(m)
+    if not exact and (m + 1) * 2 * len(background) > _budget(m):
+        keep = max(1, _budget(m) // ((m + 1) * 2))
         chosen = np.random.default_rng(request.seed).choice(len(background), keep, replace=False)
         background = background[np.sort(chosen)]
     rng = np.random.default_rng(request.seed)
