@@ -64,12 +64,13 @@ def _number(value: Any) -> Any:
     return value
 
 
-def dataset_row(service: InferenceService, names: list[str], index: int | None = None) -> dict[str, Any]:
-    """{"dataset": "name@n", "row": i, "values": [...one per name...]} from the table the served model trained on.
-
-    Columns are matched by name when the table has every feature's column; otherwise (features named by position,
-    `x0`…) the table's first len(names) columns are taken, in order. Raises ValidationError keyed by `dataset` with
-    the reason when there is no such table or row."""
+def training_rows(
+    service: InferenceService, names: list[str]
+) -> tuple[Any, Any, list[str], list[int], list[list[Any]]]:
+    """(dataset version, its table file, the table's header, the positions of `names` in it, the table's first
+    MAX_ROWS rows) of the table the served model was trained on. Columns are matched by name when the table has
+    every feature's column; otherwise (features named by position, `x0`…) the table's first len(names) columns are
+    taken, in order. Raises ValidationError keyed by `dataset` with the reason when there is no such table or row."""
     version = served_version(service)
     if version is None:
         raise ValidationError({"dataset": [_("The service serves no registered model version.")]})
@@ -93,6 +94,13 @@ def dataset_row(service: InferenceService, names: list[str], index: int | None =
     if not first:
         message = _("%(file)s of %(ref)s has no rows.") % {"file": files[0].path, "ref": found.ref}
         raise ValidationError({"dataset": [message]})
+    return found, files[0], header, positions, first
+
+
+def dataset_row(service: InferenceService, names: list[str], index: int | None = None) -> dict[str, Any]:
+    """{"dataset": "name@n", "row": i, "values": [...one per name...]} from the table the served model trained on
+    (training_rows says which columns). Raises ValidationError keyed by `dataset` or `index` saying why not."""
+    found, file, header, positions, first = training_rows(service, names)
     if index is None:
         index = random.randrange(len(first))  # nosec B311  # an example row, not a secret
     if not 0 <= index < len(first):
@@ -100,7 +108,7 @@ def dataset_row(service: InferenceService, names: list[str], index: int | None =
     row = first[index]
     return {
         "dataset": found.ref,
-        "file": files[0].path,
+        "file": file.path,
         "row": index,
         "columns": [header[i] for i in positions],
         "values": [_number(row[i]) if i < len(row) else None for i in positions],

@@ -188,6 +188,8 @@ def _render_detail(request: HttpRequest, project: Project, service: InferenceSer
         console_url=console_url,
         absolute_console_url=request.build_absolute_uri(console_url),
         features=features,
+        # Per-row SHAP values need rows of numeric features (apps/serving/modelserver/explain.py).
+        explainable=bool(features) and (metadata.get("inputs") or [{}])[0].get("datatype") not in ("BYTES", "BOOL"),
         input_spec=(metadata.get("inputs") or [{}])[0] if metadata else {},
         model_name=model_name,
         payload={"logged": service.payload_logs.count(), "accuracy": payloads.accuracy(service)},

@@ -99,12 +99,145 @@
     });
   }
 
+  function formatNumber(value) {
+    return Math.abs(value) >= 1000 || (value !== 0 && Math.abs(value) < 0.001) ? value.toExponential(2) : value.toFixed(3);
+  }
+
+  // One row's contributions as a small bar list, largest first: to the output column the row scored highest
+  // (the predicted class of a classifier), positive bars to the right, negative to the left.
+  function drawExplainedRow(box, data, row, index) {
+    const outputs = row.output;
+    let column = 0;
+    outputs.forEach(function (value, j) {
+      if (value > outputs[column]) column = j;
+    });
+    const title = document.createElement("div");
+    title.className = "fw-semibold mt-2";
+    title.textContent = interpolate(
+      box.dataset.msgRow,
+      { row: index, column: data.output_columns[column], output: data.output },
+      true,
+    );
+    box.appendChild(title);
+    const items = data.feature_names.map(function (name, i) {
+      return { name: name, value: row.contributions[i][column] };
+    });
+    items.sort(function (a, b) {
+      return Math.abs(b.value) - Math.abs(a.value);
+    });
+    const largest = Math.max.apply(null, items.map(function (item) { return Math.abs(item.value); })) || 1;
+    const list = document.createElement("ul");
+    list.className = "list-unstyled mb-1 explain-bars";
+    let sum = 0;
+    items.forEach(function (item) {
+      sum += item.value;
+      const li = document.createElement("li");
+      li.className = "d-flex align-items-center gap-2";
+      const label = document.createElement("span");
+      label.className = "text-truncate font-monospace";
+      label.style.width = "30%";
+      label.title = item.name;
+      label.textContent = item.name;
+      const track = document.createElement("span");
+      track.className = "d-flex flex-grow-1";
+      const left = document.createElement("span");
+      const right = document.createElement("span");
+      left.className = "d-flex justify-content-end";
+      left.style.width = "50%";
+      right.style.width = "50%";
+      const bar = document.createElement("span");
+      bar.className = item.value >= 0 ? "bg-primary" : "bg-danger";
+      bar.style.display = "inline-block";
+      bar.style.height = "0.8em";
+      bar.style.width = (100 * Math.abs(item.value) / largest).toFixed(1) + "%";
+      (item.value >= 0 ? right : left).appendChild(bar);
+      track.appendChild(left);
+      track.appendChild(right);
+      const value = document.createElement("span");
+      value.className = "font-monospace text-end";
+      value.style.width = "5.5em";
+      value.textContent = (item.value >= 0 ? "+" : "") + formatNumber(item.value);
+      li.appendChild(label);
+      li.appendChild(track);
+      li.appendChild(value);
+      list.appendChild(li);
+    });
+    box.appendChild(list);
+    const note = document.createElement("div");
+    note.className = "text-body-secondary";
+    const background = data.background || {};
+    note.textContent = interpolate(
+      box.dataset.msgSum,
+      {
+        base: formatNumber(row.base_value[column]),
+        sum: formatNumber(sum),
+        value: formatNumber(outputs[column]),
+        method: data.method,
+        rows: background.rows,
+        dataset: background.dataset ? " (" + background.dataset + ")" : "",
+      },
+      true,
+    );
+    box.appendChild(note);
+  }
+
+  // "Explain": the same request to the service API's explain action (SHAP values from a replica; the portal adds
+  // rows of the training data as the background), drawn as bars; the whole answer goes to the response box.
+  function setupExplain(form, output, status) {
+    const button = form.querySelector("[data-console-explain]");
+    const box = document.getElementById("console-explanation");
+    if (!button || !box) return;
+    button.addEventListener("click", function () {
+      let body;
+      try {
+        body = JSON.parse(form.elements.request.value);
+      } catch (e) {
+        output.textContent = output.dataset.msgError + " " + e.message;
+        return;
+      }
+      const started = performance.now();
+      status.textContent = "…";
+      box.textContent = "";
+      fetch(button.dataset.url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
+        body: JSON.stringify(body),
+      })
+        .then(function (response) {
+          return response.text().then(function (text) {
+            return { status: response.status, text: text };
+          });
+        })
+        .then(function (result) {
+          status.textContent = result.status + " · " + Math.round(performance.now() - started) + " ms";
+          let data;
+          try {
+            data = JSON.parse(result.text);
+          } catch (e) {
+            output.textContent = result.text;
+            return;
+          }
+          output.textContent = JSON.stringify(data, null, 2);
+          if (result.status !== 200 || !Array.isArray(data.rows)) return;
+          data.rows.forEach(function (row, i) {
+            drawExplainedRow(box, data, row, i);
+          });
+        })
+        .catch(function (error) {
+          status.textContent = "";
+          output.textContent = String(error);
+        });
+    });
+  }
+
   function setupConsole() {
     const form = document.getElementById("serving-console");
     if (!form) return;
     const output = document.getElementById("console-response");
     const status = form.querySelector("[data-console-status]");
     setupFields(form, form.elements.request);
+    setupExplain(form, output, status);
     form.elements.request.addEventListener("input", function () {
       drawSnippets(form.elements.request);
     });

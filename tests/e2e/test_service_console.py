@@ -1,7 +1,7 @@
 """The service page's test console as a user meets it (issue 26, point 5): one field per model feature, "use a row
 from the dataset" filling them from the data the served model trained on (through lineage), Predict answering
-through the router, the JSON request still there to edit, and curl / Python snippets to the service's full URL with
-a token placeholder, never a token."""
+through the router, Explain drawing each feature's contribution (issue 28), the JSON request still there to edit,
+and curl / Python snippets to the service's full URL with a token placeholder, never a token."""
 
 from __future__ import annotations
 
@@ -70,6 +70,19 @@ def test_the_console_fills_one_field_per_feature_from_a_training_row_and_predict
     expect(page.locator("[data-console-status]")).to_contain_text("200 ·")
     answer = json.loads(page.locator("#console-response").text_content())
     assert answer["outputs"][0]["shape"][0] == 1
+
+    # Explain: SHAP values against rows of the training data, one bar per feature, largest first.
+    page.get_by_role("button", name="Explain").click()
+    explanation = page.locator("#console-explanation")
+    expect(explanation.locator("li")).to_have_count(4)
+    expect(explanation).to_contain_text("Row 0: contributions to")
+    expect(explanation).to_contain_text("50 background rows (iris@1)")
+    document = json.loads(page.locator("#console-response").text_content())
+    assert document["method"] == "shapley-exact"
+    row = document["rows"][0]
+    column = row["output"].index(max(row["output"]))  # the bars are those of the predicted class
+    sizes = [abs(c[column]) for c in row["contributions"]]
+    expect(explanation.locator("li").first).to_contain_text(document["feature_names"][sizes.index(max(sizes))])
     page.locator("#service-console").scroll_into_view_if_needed()
     browsing.screenshot("console-1440")
 

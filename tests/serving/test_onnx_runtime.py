@@ -99,6 +99,21 @@ def test_metadata_names_the_runtime_the_features_and_the_outputs(server):
         "source": "models:/iris/1", "variant": "int8", "from_flavour": "sklearn"}  # fmt: skip
 
 
+def test_it_explains_the_probabilities_per_row_additively(server):
+    """Per-row SHAP values from the replica in the train environment (docs/explainability.md): the float scores, not
+    the INT64 labels, with the graph's feature names; base value + contributions = the probabilities."""
+    x = iris_x()
+    status, body = server.request("POST", "/v2/models/iris/explain", {
+        "inputs": [tensor(x[[0, 70]])], "parameters": {"background": x[::15].tolist()}})  # fmt: skip
+    assert status == 200, body
+    assert body["output"] == "predict_proba"
+    assert body["feature_names"] == FEATURES
+    assert body["predict"][0] == 0  # the labels predicted, beside the scores explained
+    for row in body["rows"]:
+        total = np.array(row["base_value"]) + np.array(row["contributions"]).sum(axis=0)
+        np.testing.assert_allclose(total, row["output"], atol=1e-6)
+
+
 def test_it_answers_predict_alone_unless_asked_and_takes_columns_by_name(server, onnx_model):
     x = iris_x()[:3]
     status, body = server.infer({"inputs": [tensor(x)]})

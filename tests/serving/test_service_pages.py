@@ -176,6 +176,9 @@ def test_the_console_is_built_from_the_models_metadata(client, world, served, tm
     assert '<details class="mt-2" id="console-json">' in html
     assert 'data-url="http://testserver/serving/project-a/iris/v2/models/iris/infer"' in html
     assert f'data-sample-url="/api/v1/services/{served.pk}/sample-row/"' in html
+    # "Explain": the service API's explain action, its bars drawn in #console-explanation by serving.js.
+    assert f'data-console-explain data-url="/api/v1/services/{served.pk}/explain/"' in html
+    assert '<div class="small mt-2" id="console-explanation" aria-live="polite"' in html
     assert "js/serving.js" in html
     assert "vendor/echarts/echarts.min.js" in html
 

@@ -197,3 +197,25 @@ class PayloadLogSerializer(serializers.ModelSerializer):
             "response", "response_bytes", "label", "labelled_at",
         ]  # fmt: skip
         read_only_fields = fields
+
+
+class ExplainedRowSerializer(serializers.Serializer):  # response schema only
+    base_value = serializers.ListField(child=serializers.FloatField(), help_text="Mean output over the background.")
+    output = serializers.ListField(child=serializers.FloatField(), help_text="The model's output on this row.")
+    contributions = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField()),
+        help_text="Per feature, one value per output column; they add up to output - base_value.",
+    )
+
+
+class ExplanationSerializer(serializers.Serializer):  # response schema only (the model server's document)
+    model_name = serializers.CharField()
+    model_version = serializers.CharField()
+    method = serializers.ChoiceField(["shapley-exact", "shapley-permutation"])
+    output = serializers.CharField(help_text="The output explained (predict_proba, decision_function, predict…).")
+    output_columns = serializers.ListField(child=serializers.CharField())
+    feature_names = serializers.ListField(child=serializers.CharField())
+    background = serializers.DictField(help_text="rows, source (parameters or request), dataset")
+    rows = ExplainedRowSerializer(many=True)
+    predict = serializers.ListField(child=serializers.JSONField(), required=False)
+    permutations = serializers.IntegerField(required=False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Prefetch
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -11,8 +12,9 @@ from rest_framework.response import Response
 
 from apps.projects.api.base import ProjectScopedGenericViewSet, ProjectScopedViewSet
 from apps.projects.permissions import CONTRIBUTE, VIEW
-from apps.serving import console, payloads, services
+from apps.serving import console, explaining, payloads, services
 from apps.serving.api.serializers import (
+    ExplanationSerializer,
     GroundTruthSerializer,
     InferenceServiceSerializer,
     KeySerializer,
@@ -52,7 +54,7 @@ class InferenceServiceViewSet(ProjectScopedViewSet):
     filterset_class = InferenceServiceFilterSet
     ordering_fields = ["name", "created_at", "updated_at", "status"]  # as InferenceServiceFilterSet (?search= too)
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
-    action_perms = {"metrics": VIEW, "payloads": VIEW, "sample_row": VIEW, "ground_truth": CONTRIBUTE}
+    action_perms = {"metrics": VIEW, "payloads": VIEW, "sample_row": VIEW, "explain": VIEW, "ground_truth": CONTRIBUTE}
 
     def perform_create(self, serializer: InferenceServiceSerializer) -> None:
         data = dict(serializer.validated_data)
@@ -212,6 +214,26 @@ class InferenceServiceViewSet(ProjectScopedViewSet):
         query.is_valid(raise_exception=True)
         data = query.validated_data
         return Response(console.dataset_row(service, data.get("features") or [], data.get("index")))
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={
+            200: ExplanationSerializer,
+            400: OpenApiResponse(description="{error}: the request or the model's input is wrong"),
+            503: OpenApiResponse(description="{error}: no replica is ready"),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def explain(self, request: Request, pk: str | None = None) -> Response:
+        """Per-row SHAP values of the served model for an Open Inference Protocol v2 request (as infer takes), from a
+        ready replica's /v2/models/<m>/explain; without `parameters.background` the portal adds rows of the dataset
+        the model was trained on (docs/explainability.md)."""
+        service = self.get_object()
+        try:
+            code, document = explaining.explain(service, request.data)
+        except explaining.Unavailable as exc:
+            return Response({"error": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response(document, status=code)
 
     @extend_schema(
         request=GroundTruthSerializer, responses={200: OpenApiResponse(description="updated, unknown, accuracy")}

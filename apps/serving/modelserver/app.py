@@ -6,6 +6,7 @@ docs/serving-modelserver.md has the numbers).
     GET  /v2/models/{m}[/versions/{v}]                   model metadata (inputs/outputs from the model)
     GET  /v2/models/{m}[/versions/{v}]/ready             model readiness
     POST /v2/models/{m}[/versions/{v}]/infer             inference (JSON, or binary tensors after a JSON header)
+    POST /v2/models/{m}[/versions/{v}]/explain           per-row feature contributions (SHAP values: explain.py)
     GET  /metrics                                        Prometheus text (metrics.py)
 
 Errors answer {"error": "..."}: 400 for a request the model cannot take, 404 for an unknown model or
@@ -13,16 +14,19 @@ version, 405, 413, and 500 only when the model itself fails."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from apps.serving.modelserver import explain as explaining
 from apps.serving.modelserver.batching import (
     INLINE_BELOW_SECONDS,
     Batcher,
@@ -71,7 +75,15 @@ class ModelServer:
         self.models = models
         self.max_body_bytes = max_body_bytes
         self.ready_to = ready_to  # HOST:PORT told this process's pid when it starts serving (--workers N)
+        # One thread for explanations, made on first use (most replicas never explain).
+        self._explainer: ThreadPoolExecutor | None = None
         self.server_metadata = orjson.dumps({"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": EXTENSIONS})
+
+    @property
+    def explainer(self) -> ThreadPoolExecutor:
+        if self._explainer is None:
+            self._explainer = ThreadPoolExecutor(1, thread_name_prefix="explain", initializer=configure_frameworks)
+        return self._explainer
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -105,7 +117,7 @@ class ModelServer:
         if len(tail) >= 2 and tail[0] == "versions":
             version, tail = tail[1], tail[2:]
         action = "/".join(tail)
-        if action not in ("", "ready", "infer"):
+        if action not in ("", "ready", "infer", "explain"):
             await _respond(send, 404, encode_error(f"no such endpoint: /v2/models/{'/'.join(parts)}"))
             return
         model = self.models.get(name)
@@ -117,12 +129,14 @@ class ModelServer:
             message = f"model {name!r} has no version {version!r} (this server serves version {model.version!r})"
             await _respond(send, 404, encode_error(message))
             return
-        wanted = "POST" if action == "infer" else "GET"
+        wanted = "POST" if action in ("infer", "explain") else "GET"
         if method != wanted and not (wanted == "GET" and method == "HEAD"):
             await _respond(send, 405, encode_error(f"{method} is not allowed here (use {wanted})"))
             return
         if action == "infer":
             await self._infer(model, scope, receive, send)
+        elif action == "explain":
+            await self._explain(model, scope, receive, send)
         elif action == "ready":
             await _respond(send, 200, orjson.dumps({"name": name, "ready": True}))
         else:
@@ -167,6 +181,43 @@ class ModelServer:
         metrics.request_seconds.observe(time.perf_counter() - started)
         await _respond(send, status, payload, content_type, *extra)
 
+    async def _explain(self, model: ServedModel, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Per-row SHAP values (explain.py) on a thread of its own: an explanation evaluates the model on hundreds
+        to thousands of rows, which must not hold up the event loop, nor the batcher's predict thread."""
+        metrics = model.metrics
+        started = time.perf_counter()
+        metrics.inflight += 1
+        status = 200
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+            request = explaining.decode(body, model.predictor, _header_length(scope))
+            loop = asyncio.get_running_loop()
+            document = await loop.run_in_executor(self.explainer, explaining.explain, model.predictor, request)
+            header: dict[str, Any] = {"model_name": model.name, "model_version": model.version}
+            if request.id is not None:
+                header["id"] = request.id
+            payload = orjson.dumps({**header, **document}, option=orjson.OPT_SERIALIZE_NUMPY)
+        except BadRequest as exc:
+            status, payload = 400, encode_error(str(exc))
+            metrics.errors["bad_input"] += 1
+        except _Encoded as exc:
+            status, payload = 415, encode_error(f"compressed request bodies are not taken (Content-Encoding: {exc})")
+            metrics.errors["bad_input"] += 1
+        except BodyTooLarge as exc:
+            status, payload = 413, encode_error(str(exc))
+            metrics.errors["bad_input"] += 1
+        except Disconnected:
+            metrics.inflight -= 1
+            return
+        except Exception as exc:  # the model failing on input the protocol accepted, or a bug of ours
+            logger.exception("explanation failed")
+            status, payload = 500, encode_error(f"the model failed: {type(exc).__name__}: {exc}")
+            metrics.errors["model_error"] += 1
+        metrics.inflight -= 1
+        metrics.requests[status] += 1
+        metrics.request_seconds.observe(time.perf_counter() - started)
+        await _respond(send, status, payload)
+
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
             message = await receive()
@@ -179,6 +230,8 @@ class ModelServer:
             elif message["type"] == "lifespan.shutdown":
                 for model in self.models.values():
                     model.batcher.close()
+                if self._explainer is not None:
+                    self._explainer.shutdown(wait=False)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

@@ -242,6 +242,8 @@ class ServingRoute:
         if target is None:
             await respond(send, 400, {"error": _("Invalid characters in the path.")})
             return
+        # An explanation (…/explain) is not an inference: it is neither logged nor copied to the shadow.
+        inference = method == "POST" and not tail.endswith("/explain")
         revision = route.choose()
         if revision is None:
             stats.UNAVAILABLE.labels(project, name).inc()
@@ -256,13 +258,13 @@ class ServingRoute:
             )
         else:
             sample = None
-            if method == "POST" and route.sample():  # payload logging: the bytes held anyway, stored by the flusher
+            if inference and route.sample():  # payload logging: the bytes held anyway, stored by the flusher
                 sample = payloads.Sample(
                     route.id, revision.id, route.project_slug, payloads.new_request_id(), tail, forward, body,
                     route.log_cap, route.log_keep, time.time(),
                 )  # fmt: skip
             await self.forward(router, route, revision, method, target, forward, body, send, sample)
-        if method == "POST":
+        if inference:
             shadow = route.mirror()
             if shadow is not None:
                 self.mirror(router, route, shadow, target, forward, body)
@@ -283,6 +285,7 @@ class ServingRoute:
                 "auth": route.auth,
                 "url": base,
                 "inference": f"{base}v2/models/<model>/infer",
+                "explanation": f"{base}v2/models/<model>/explain",
                 "revisions": [
                     {"number": rev.number, "role": role, "traffic_percent": share, "ready_replicas": len(rev.replicas)}
                     for role, rev, share in route.revisions()
