@@ -15,22 +15,11 @@ from apps.jobs.models import PipelineRun
 from apps.jobs.services import start_run
 from apps.models.models import ModelVersion
 from tests.factories import ProjectFactory, UserFactory
-from tests.jobs.conftest import AgentProcess, drive
+from tests.jobs.conftest import drive
 
 # All databases: with a real commit, the demo's welcome notification is published to the embedded channel
 # layer, which lives in a database of its own.
 pytestmark = [pytest.mark.live, pytest.mark.smoke, pytest.mark.django_db(transaction=True, databases="__all__")]
-
-
-@pytest.fixture
-def api_agent(live_asgi, tmp_path, settings):
-    """An agent told where the API is: it dispatches the tasks after the first and gives them SITE_URL."""
-    settings.PORTAL_WORK_DIR = tmp_path / "work"
-    settings.SITE_URL = live_asgi.url  # where tasks reach the tracking API
-    process = AgentProcess(tmp_path, env={"SITE_URL": live_asgi.url})
-    process.start()
-    yield process
-    process.stop()
 
 
 def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(api_agent, settings):
