@@ -30,6 +30,7 @@ def examples() -> list[tuple[str, Callable[[Project, Any], Any]]]:
         ("portal-docs knowledge base", knowledge_demo.populate),
         ("iris service", serving_demo.populate),  # follows the alias the pipeline's last step sets
         ("iris pipeline", jobs_demo.iris_pipeline),
+        ("iris-automl pipeline", jobs_demo.automl_pipeline),  # AutoML → explain → ONNX INT8 → serve (iris-onnx)
         ("memory-hog pipeline", jobs_demo.memory_hog_pipeline),  # fails on purpose: a diagnosed failure
         ("iris-sgd study", hpo_demo.populate),  # its trials read the iris dataset with the built-in templates
         ("iris-run-failed alert", alerts_demo.populate),  # names the iris pipeline

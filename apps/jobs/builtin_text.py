@@ -166,6 +166,18 @@ TEXTS = (
     ),
     pgettext_lazy(
         "job template",
+        "Deploy a model version as a service",
+    ),
+    pgettext_lazy(
+        "job template",
+        "serving",
+    ),
+    pgettext_lazy(
+        "job template",
+        "Serves a registered model version as an inference service of the project through the portal's API: creates the service (or points an existing one at the version), rolls out a revision and waits until it serves. The version is the one an upstream node registered (model-register, automl, onnx-optimise), or models:/name/3; models:/name@alias makes the service follow that alias. Writes deployed.json (the service, its URL and revision). docs/serving.md.",
+    ),
+    pgettext_lazy(
+        "job template",
         "Webhook notification",
     ),
     pgettext_lazy(

@@ -1,5 +1,5 @@
-"""The jobs part of `manage.py demo` (apps/console/demo.py orders the parts): the built-in templates and the "iris"
-pipeline, and a headless run."""
+"""The jobs part of `manage.py demo` (apps/console/demo.py orders the parts): the built-in templates, the "iris"
+pipeline, the "iris-automl" pipeline (AutoML → explain → ONNX INT8 → serve), the memory hog, and a headless run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,6 +46,64 @@ IRIS_SPEC: dict[str, Any] = {
             "template": "model-register",
             "depends_on": ["train", "evaluate"],  # only a model that passed the evaluation
             "args": {"name": "iris-classifier", "alias": "staging"},
+        },
+    ],
+}
+
+AUTOML = "iris-automl"  # the pipeline and the registered model it makes
+AUTOML_SERVICE = "iris-onnx"  # the service its last step deploys
+AUTOML_SPEC: dict[str, Any] = {
+    "parallelism": 0,
+    "failure_policy": "fail_fast",
+    "env": {"DEMO": "iris-automl"},
+    "nodes": [
+        {"name": "load", "template": "dataset-load", "args": {"dataset": "iris@latest"}},
+        {
+            "name": "split",
+            "template": "data-split",
+            "depends_on": ["load"],
+            "args": {"test_size": 0.2, "seed": 1, "label_column": "species"},
+        },
+        {
+            # A few seconds of search among three estimators: enough on iris, and cheap on a laptop's CPU.
+            "name": "automl",
+            "template": "automl",
+            "depends_on": ["split"],
+            "args": {
+                "label_column": "species",
+                "time_budget": 5,
+                "estimators": "logistic_regression,knn,random_forest",
+                "name": AUTOML,
+            },
+        },
+        {
+            "name": "explain",
+            "template": "explain",
+            "depends_on": ["automl"],
+            "args": {"dataset": "iris@latest", "label_column": "species"},
+        },
+        {
+            # After the explanation (the chart is of the version it optimises); measured on the split's held-out rows.
+            "name": "optimise",
+            "template": "onnx-optimise",
+            "depends_on": ["automl", "explain"],
+            "args": {
+                "dataset": "iris@latest",
+                "label_column": "species",
+                "test_size": 0.2,
+                "seed": 1,
+                "stratify": True,
+                "quantise": "int8",
+                "register": "int8",
+                "latency_runs": 20,
+                "alias": "onnx",
+            },
+        },
+        {
+            "name": "serve",
+            "template": "deploy",
+            "depends_on": ["optimise"],  # the INT8 version it registered
+            "args": {"service": AUTOML_SERVICE, "cpu": "0.5", "memory": "1Gi", "wait": 600},
         },
     ],
 }
@@ -91,6 +150,26 @@ def iris_pipeline(project: Project, user: Any) -> Pipeline:
     )
 
 
+def automl_pipeline(project: Project, user: Any) -> Pipeline:
+    """The "iris-automl" pipeline (made once): AutoML on the iris dataset registers the best model as "iris-automl",
+    which is explained (the importance chart on its version page), converted to ONNX and quantised to INT8 (the
+    optimisation table on that version's page), and served as the "iris-onnx" service by its last step."""
+    existing = Pipeline.objects.filter(project=project, name=AUTOML).first()
+    if existing is not None:
+        return existing
+    return save_pipeline(
+        project,
+        user,
+        name=AUTOML,
+        description=(
+            "iris → AutoML → explain → ONNX INT8 → serve: a few seconds of AutoML on the newest iris dataset version "
+            "registers the best model, which is explained, optimised to ONNX INT8 (accuracy, latency and size before "
+            "and after) and deployed as the iris-onnx service. Needs the train environment (`make train-env`)."
+        ),
+        spec=AUTOML_SPEC,
+    )
+
+
 def memory_hog_pipeline(project: Project, user: Any) -> Pipeline:
     """A pipeline that fails on purpose (made once): its task holds more memory than its limit, so its run page shows
     the failure diagnosis, "out of memory: …", with the next step to try."""
@@ -133,10 +212,17 @@ def _serve_api_if_needed(out: TextIO):
 
 
 def run_headless(
-    pipeline: Pipeline, user: Any, out: TextIO, timeout: float = 600, also: tuple[Pipeline, ...] = ()
-) -> PipelineRun:
-    """Run the pipeline to the end from this process: uses the running agent, or starts one in-process. Then each
-    pipeline of `also` (the memory hog, which fails on purpose), printing how its failures were diagnosed."""
+    pipeline: Pipeline,
+    user: Any,
+    out: TextIO,
+    timeout: float = 600,
+    also: tuple[Pipeline, ...] = (),
+    on_pass: Callable[[], Any] | None = None,
+) -> list[PipelineRun]:
+    """Run the pipeline to the end from this process, then each pipeline of `also` (the AutoML one; the memory hog,
+    which fails on purpose), printing how each went and how its failures were diagnosed: uses the running agent, or
+    starts one in-process. `on_pass` is called between polls (the command passes serving's reconcile, which Celery
+    beat runs otherwise: a pipeline that deploys a service waits for its rollout). Returns the runs, in order."""
     from apps.runtime.local.runtime import live_agents  # the local runtime, only for `demo --run`
 
     server = _serve_api_if_needed(out)
@@ -151,21 +237,20 @@ def run_headless(
         while running_here() is not agent:
             time.sleep(0.01)
         out.write("Started an agent in this process.\n")
+    runs = []
     try:
-        run = _follow(start_run(pipeline, user, trigger="demo"), out, timeout)
-        _print_outcome(run, out)
-        for other in also:
-            ended = _follow(start_run(other, user, trigger="demo"), out, timeout)
-            out.write(f"{ended}: {ended.status}{' — ' + ended.reason if ended.reason else ''}\n")
+        for each in (pipeline, *also):
+            runs.append(_follow(start_run(each, user, trigger="demo"), out, timeout, on_pass))
+            _print_outcome(runs[-1], out)
     finally:
         if agent is not None:
             agent.stopping.set()
         if server is not None:
             server.should_exit = True
-    return run
+    return runs
 
 
-def _follow(run: PipelineRun, out: TextIO, timeout: float) -> PipelineRun:
+def _follow(run: PipelineRun, out: TextIO, timeout: float, on_pass: Callable[[], Any] | None = None) -> PipelineRun:
     """Advance `run` until it ends, printing each attempt's changes, then its diagnosed failures."""
     out.write(f"Started {run} (id {run.pk}).\n")
     seen: dict[str, str] = {}
@@ -173,6 +258,8 @@ def _follow(run: PipelineRun, out: TextIO, timeout: float) -> PipelineRun:
     while not run.is_finished and time.monotonic() < deadline:
         close_old_connections()
         orchestrator.advance_run(run.pk)
+        if on_pass is not None:
+            on_pass()
         run.refresh_from_db()
         for task in run.tasks.order_by("created_at", "pk"):
             key = f"{task.node}#{task.attempt}"
@@ -199,8 +286,14 @@ def _print_outcome(run: PipelineRun, out: TextIO) -> None:
             + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
             + "\n"
         )
-    register = run.tasks.filter(node="register").order_by("-attempt").first()
-    registered = Path(register.output_dir) / "registered.json" if register and register.output_dir else None
-    if registered is not None and registered.is_file():
-        data = json.loads(registered.read_text())
-        out.write(f"Registered: {data['name']} version {data['version']} (alias {data['alias'] or 'none'})\n")
+    for task in run.tasks.filter(status="succeeded").order_by("created_at", "pk"):
+        folder = Path(task.output_dir) if task.output_dir else None
+        if folder is not None and (folder / "registered.json").is_file():
+            data = json.loads((folder / "registered.json").read_text())
+            kind = f", ONNX {data['variant']}" if data.get("variant") else ""
+            out.write(
+                f"Registered: {data['name']} version {data['version']} (alias {data.get('alias') or 'none'}{kind})\n"
+            )
+        if folder is not None and (folder / "deployed.json").is_file():
+            data = json.loads((folder / "deployed.json").read_text())
+            out.write(f"Deployed: service {data['service']} revision {data['revision']} at {data['url']}\n")

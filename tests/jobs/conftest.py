@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -108,11 +110,14 @@ def onnx_python() -> str:
     return python
 
 
-def drive(run: PipelineRun, timeout: float = 60, until=None) -> PipelineRun:
-    """Advance the run the way workers do until it finishes (or `until(run)` holds)."""
+def drive(run: PipelineRun, timeout: float = 60, until=None, on_pass=None) -> PipelineRun:
+    """Advance the run the way workers do until it finishes (or `until(run)` holds), calling `on_pass()` after each
+    pass (what beat would also run meanwhile, e.g. serving's reconcile)."""
     deadline = time.monotonic() + timeout
     while True:
         orchestrator.advance_run(run.pk)
+        if on_pass is not None:
+            on_pass()
         run.refresh_from_db()
         if until(run) if until else run.is_finished:
             return run
@@ -159,3 +164,47 @@ def spark_python() -> str:
     if probe.returncode != 0:
         pytest.skip(f"the 'train' task environment ({python}) has no pyspark: run `make train-env`")
     return python
+
+
+@pytest.fixture
+def api_agent(live_asgi, tmp_path, settings):
+    """An agent told where the API is: it dispatches the tasks after the first and gives them SITE_URL."""
+    settings.PORTAL_WORK_DIR = tmp_path / "work"
+    settings.SITE_URL = live_asgi.url  # where tasks reach the tracking API
+    process = AgentProcess(tmp_path, env={"SITE_URL": live_asgi.url})
+    process.start()
+    yield process
+    process.stop()
+
+
+@dataclass
+class IrisLab:
+    """Alice's project-a with the demo's iris dataset (v1 and v2) and the built-in templates, served by `api_agent`:
+    what the built-in template pipelines (tests/jobs/test_*_pipeline.py) run in."""
+
+    owner: Any
+    project: Any
+    dataset: Any
+
+    def run(self, name: str, spec: dict[str, Any], timeout: float = 600, **drive_options: Any) -> PipelineRun:
+        """Save `spec` as pipeline `name` and drive a run of it to the end."""
+        from apps.jobs.services import save_pipeline, start_run
+
+        pipeline = save_pipeline(self.project, self.owner, name=name, description="", spec=spec)
+        return drive(start_run(pipeline, self.owner), timeout=timeout, **drive_options)
+
+
+@pytest.fixture
+def iris_lab(api_agent) -> IrisLab:
+    from apps.datasets.demo import populate
+    from apps.jobs.builtin import load_builtin_templates
+
+    owner = UserFactory(username="alice")
+    project = ProjectFactory(owner=owner, slug="project-a")
+    dataset = populate(project, owner)  # the iris dataset, v1 and v2
+    load_builtin_templates()
+    return IrisLab(owner, project, dataset)
+
+
+def assert_succeeded(run: PipelineRun) -> None:
+    assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))

@@ -11,14 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from apps.datasets.demo import populate
-from apps.jobs.builtin import load_builtin_templates
-from apps.jobs.services import save_pipeline, start_run
 from apps.models.models import ModelAlias, ModelVersion
 from apps.serving.replicas import model_format
-from tests.factories import ProjectFactory, UserFactory
-from tests.jobs.conftest import drive, onnx_python  # noqa: F401 (fixture: skips without the train environment)
-from tests.jobs.test_demo_pipeline import api_agent  # noqa: F401 (fixture)
+from tests.jobs.conftest import assert_succeeded, onnx_python  # noqa: F401 (fixture: skips without the train environment)
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
 
@@ -65,17 +60,13 @@ BAD = {
 }
 
 
-@pytest.mark.usefixtures("onnx_python", "api_agent")
-def test_the_template_registers_the_best_model_with_its_leaderboard():
-    owner = UserFactory(username="alice")
-    project = ProjectFactory(owner=owner, slug="project-a")
-    populate(project, owner)  # the iris dataset, v1 and v2
-    load_builtin_templates()
-    pipeline = save_pipeline(project, owner, name="automl", description="", spec=SPEC)
+@pytest.mark.usefixtures("onnx_python")
+def test_the_template_registers_the_best_model_with_its_leaderboard(iris_lab):
+    project = iris_lab.project
 
-    run = drive(start_run(pipeline, owner), timeout=600)
+    run = iris_lab.run("automl", SPEC)
 
-    assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))
+    assert_succeeded(run)
     out = Path(run.tasks.filter(node="automl").latest("attempt").output_dir)
     table = json.loads((out / "leaderboard.json").read_text())
     rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
@@ -116,8 +107,7 @@ def test_the_template_registers_the_best_model_with_its_leaderboard():
     assert model_format(optimised.source) == "onnx"
     assert {t.key: t.value for t in optimised.tags.all()}["portal.optimised_from"] == "iris-automl/1"
 
-    bad = save_pipeline(project, owner, name="automl-bad", description="", spec=BAD)
-    failed = drive(start_run(bad, owner), timeout=300)
+    failed = iris_lab.run("automl-bad", BAD, timeout=300)
     assert failed.status == "failed"
     task = failed.tasks.get(node="automl")
     logged = "".join(task.log_lines.values_list("text", flat=True)) + task.reason

@@ -196,7 +196,7 @@ def test_template_shape(slug: str) -> None:
     assert template["resources"]["cpu"] > 0
     # What changes the world outside its outputs is never taken from the cache (issue 26.1).
     assert template.get("side_effects", False) == (
-        slug in {"model-register", "notify", "onnx-optimise", "explain", "automl", "spark-features"}
+        slug in {"model-register", "notify", "onnx-optimise", "explain", "automl", "spark-features", "deploy"}
     )
     if template["kind"] == "distributed":
         assert template["framework"] in {"pytorch", "tf", "spark"}

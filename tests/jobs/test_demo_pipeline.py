@@ -1,36 +1,29 @@
 """The demo's "iris" pipeline end to end through a real local agent: load the iris dataset, split, train
-(tracked), evaluate, register the model with an alias."""
+(tracked), evaluate, register the model with an alias; and `demo --run`, which runs it, then "iris-automl" (AutoML →
+explain → ONNX INT8 → serve, where the train environment is built; tests/jobs/test_automl_demo_pipeline.py checks
+it in depth) and the memory hog."""
 
 from __future__ import annotations
 
 import json
+import os
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from apps.console.demo import populate
 from apps.jobs.models import PipelineRun
 from apps.jobs.services import start_run
 from apps.models.models import ModelVersion
 from tests.factories import ProjectFactory, UserFactory
-from tests.jobs.conftest import AgentProcess, drive
+from tests.jobs.conftest import drive
 
 # All databases: with a real commit, the demo's welcome notification is published to the embedded channel
 # layer, which lives in a database of its own.
 pytestmark = [pytest.mark.live, pytest.mark.smoke, pytest.mark.django_db(transaction=True, databases="__all__")]
-
-
-@pytest.fixture
-def api_agent(live_asgi, tmp_path, settings):
-    """An agent told where the API is: it dispatches the tasks after the first and gives them SITE_URL."""
-    settings.PORTAL_WORK_DIR = tmp_path / "work"
-    settings.SITE_URL = live_asgi.url  # where tasks reach the tracking API
-    process = AgentProcess(tmp_path, env={"SITE_URL": live_asgi.url})
-    process.start()
-    yield process
-    process.stop()
 
 
 def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(api_agent, settings):
@@ -58,7 +51,7 @@ def test_the_iris_pipeline_runs_to_success_with_a_good_accuracy(api_agent, setti
     assert (version.run, version.status, [a.alias for a in version.aliases.all()]) == (tracked, "READY", ["staging"])
 
 
-def test_demo_run_prints_the_outcome_and_the_accuracy(agent, settings):
+def test_demo_run_prints_the_outcome_and_the_accuracy(agent, settings, client):
     settings.SITE_URL = "http://127.0.0.1:9"  # nothing answers: the command serves the API itself
     out = StringIO()
 
@@ -78,3 +71,23 @@ def test_demo_run_prints_the_outcome_and_the_accuracy(agent, settings):
     assert hog.status == "failed"
     assert "  hog: out of memory: the task used " in output
     assert "over its memory limit of 128 MiB\n    Next step: Lower its peak memory: a smaller batch size" in output
+    if not os.access(settings.PORTAL_TASK_ENVS["train"], os.X_OK):
+        assert "Not running iris-automl: its explain and ONNX steps need the train environment" in output
+        return
+    automl = PipelineRun.objects.get(project__slug="demo", pipeline_name="iris-automl")
+    assert automl.status == "succeeded", output
+    assert "Registered: iris-automl version 1 (alias none)" in output
+    assert "Registered: iris-automl version 2 (alias onnx, ONNX int8)" in output
+    assert "Deployed: service iris-onnx revision 1 at /serving/demo/iris-onnx/" in output
+    # The pages the demo points at: the ONNX INT8 version's table, and the importance chart (its source's, and its own)
+    client.force_login(automl.created_by)
+    for number in (2, 1):
+        version = ModelVersion.objects.get(
+            registered_model__project__slug="demo", registered_model__name="iris-automl", version=number
+        )
+        page = client.get(reverse("models:version-detail", kwargs={"project": "demo", "pk": version.pk}))
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert 'id="explanation-chart"' in html
+        assert ('id="optimisation"' in html) == (number == 2)
+        assert ("<td>int8</td>" in html) == (number == 2)

@@ -11,13 +11,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from apps.datasets.demo import populate
-from apps.jobs.builtin import load_builtin_templates
-from apps.jobs.services import save_pipeline, start_run
 from apps.models.models import ModelVersion
-from tests.factories import ProjectFactory, UserFactory
-from tests.jobs.conftest import drive, onnx_python  # noqa: F401 (fixture: skips without the train environment)
-from tests.jobs.test_demo_pipeline import api_agent  # noqa: F401 (fixture)
+from tests.jobs.conftest import assert_succeeded, onnx_python  # noqa: F401 (fixture: skips without the train environment)
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
 
@@ -45,17 +40,13 @@ SPEC = {
 UNKNOWN = {"nodes": [{"name": "explain", "template": "explain", "args": {"model": "models:/iris/9"}}]}
 
 
-@pytest.mark.usefixtures("onnx_python", "api_agent")
-def test_the_template_logs_the_importances_and_the_version_page_charts_them(client):
-    owner = UserFactory(username="alice")
-    project = ProjectFactory(owner=owner, slug="project-a")
-    populate(project, owner)  # the iris dataset, v1 and v2
-    load_builtin_templates()
-    pipeline = save_pipeline(project, owner, name="explain", description="", spec=SPEC)
+@pytest.mark.usefixtures("onnx_python")
+def test_the_template_logs_the_importances_and_the_version_page_charts_them(client, iris_lab):
+    owner, project = iris_lab.owner, iris_lab.project
 
-    run = drive(start_run(pipeline, owner), timeout=600)
+    run = iris_lab.run("explain", SPEC)
 
-    assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))
+    assert_succeeded(run)
     out = Path(run.tasks.filter(node="explain").latest("attempt").output_dir)
     found = json.loads((out / "explanation.json").read_text())
     assert found["rows"] == 100
@@ -90,8 +81,7 @@ def test_the_template_logs_the_importances_and_the_version_page_charts_them(clie
     assert chart["importances"] == sorted(chart["importances"])
     assert f"<td>{top}</td>" in page
 
-    unknown = save_pipeline(project, owner, name="explain-unknown", description="", spec=UNKNOWN)
-    failed = drive(start_run(unknown, owner), timeout=300)
+    failed = iris_lab.run("explain-unknown", UNKNOWN, timeout=300)
     assert failed.status == "failed"
     task = failed.tasks.get(node="explain")
     logged = "".join(task.log_lines.values_list("text", flat=True)) + task.reason

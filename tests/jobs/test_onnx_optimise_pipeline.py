@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from apps.datasets.demo import populate
-from apps.jobs.builtin import load_builtin_templates
-from apps.jobs.services import save_pipeline, start_run
 from apps.models.models import ModelAlias, ModelVersion
 from apps.serving.replicas import model_format
-from tests.factories import ProjectFactory, UserFactory
-from tests.jobs.conftest import drive, onnx_python  # noqa: F401 (fixture: skips without the ONNX packages)
-from tests.jobs.test_demo_pipeline import api_agent  # noqa: F401 (fixture)
+from tests.jobs.conftest import assert_succeeded, onnx_python  # noqa: F401 (fixture: skips without the ONNX packages)
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
 
@@ -45,17 +40,13 @@ SPEC = {
 }
 
 
-@pytest.mark.usefixtures("onnx_python", "api_agent")
-def test_the_template_registers_an_onnx_version_with_its_table(client):
-    owner = UserFactory(username="alice")
-    project = ProjectFactory(owner=owner, slug="project-a")
-    populate(project, owner)  # the iris dataset, v1 and v2
-    load_builtin_templates()
-    pipeline = save_pipeline(project, owner, name="optimise", description="", spec=SPEC)
+@pytest.mark.usefixtures("onnx_python")
+def test_the_template_registers_an_onnx_version_with_its_table(client, iris_lab):
+    owner, project = iris_lab.owner, iris_lab.project
 
-    run = drive(start_run(pipeline, owner), timeout=600)
+    run = iris_lab.run("optimise", SPEC)
 
-    assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))
+    assert_succeeded(run)
     task = run.tasks.filter(node="optimise").latest("attempt")
     out = Path(task.output_dir)
     table = json.loads((out / "optimisation.json").read_text())

@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from apps.datasets.demo import populate
 from apps.datasets.models import DatasetUsage, DatasetVersion
-from apps.jobs.builtin import load_builtin_templates
-from apps.jobs.services import save_pipeline, start_run
-from tests.factories import ProjectFactory, UserFactory
-from tests.jobs.conftest import drive
-from tests.jobs.test_demo_pipeline import api_agent  # noqa: F401 (fixture)
+from tests.jobs.conftest import assert_succeeded
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, databases="__all__")]
 
@@ -43,17 +38,13 @@ SPEC = {
 }
 
 
-@pytest.mark.usefixtures("spark_python", "api_agent")
-def test_the_pipeline_publishes_the_engineered_version_and_the_next_node_reads_it():
-    owner = UserFactory(username="alice")
-    project = ProjectFactory(owner=owner, slug="project-a")
-    iris = populate(project, owner)
-    load_builtin_templates()
-    pipeline = save_pipeline(project, owner, name="spark", description="", spec=SPEC)
+@pytest.mark.usefixtures("spark_python")
+def test_the_pipeline_publishes_the_engineered_version_and_the_next_node_reads_it(iris_lab):
+    project, iris = iris_lab.project, iris_lab.dataset
 
-    run = drive(start_run(pipeline, owner), timeout=600)
+    run = iris_lab.run("spark", SPEC)
 
-    assert run.status == "succeeded", (run.reason, list(run.tasks.values("node", "status", "reason")))
+    assert_succeeded(run)
     task = run.tasks.filter(node="features").latest("attempt")
     with (Path(task.output_dir) / "data.csv").open(newline="") as fh:
         rows = list(csv.reader(fh))

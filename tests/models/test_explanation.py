@@ -96,3 +96,22 @@ def test_a_run_of_another_project_or_an_unknown_run_shows_no_chart(world, client
     assert "explanation-chart" not in page(client, world.alice, version)
     set_model_version_tag(version, "portal.explanation", "f" * 32)
     assert "explanation-chart" not in page(client, world.alice, version)
+
+
+def test_an_optimised_version_without_its_own_shows_its_sources_chart_saying_whose(world, client, explained):
+    source, _run = explained
+    onnx = model_version(world.project_a, world.alice, model_name="iris")
+    set_model_version_tag(onnx, "portal.optimised_from", f"iris/{source.version}")
+
+    html = page(client, world.alice, onnx)
+
+    start = html.index(MARK) + len(MARK)
+    assert json.loads(html[start : html.index("</script>", start)])["features"] == ["sepal_length", "petal_width"]
+    source_url = reverse("models:version-detail", kwargs={"project": "project-a", "pk": source.pk})
+    assert f'Computed on <a href="{source_url}">iris v{source.version}</a>, the version this one was optimised' in html
+    assert 'id="explained-from"' not in page(client, world.alice, source)  # the source's own
+
+
+def test_an_unrelated_version_does_not_borrow_a_chart(world, client, explained):
+    other = model_version(world.project_a, world.alice, model_name="iris")  # no optimised_from tag
+    assert "explanation-chart" not in page(client, world.alice, other)

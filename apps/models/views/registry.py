@@ -97,6 +97,13 @@ def _version_context(request: HttpRequest, project: Project, version: ModelVersi
     card = version.model_card or version.default_model_card()
     prefetch_related_objects([version], "tags")  # the optimisation's source and variant, the explanation's run: tags
     explained = explanation.explanation_of(version)
+    optimised_from = optimisation.source_version(version)
+    # An optimised (ONNX) version computes what its source did: without an explanation of its own, its page shows the
+    # source's, saying so (the explain template takes scikit-learn models, not ONNX ones).
+    explained_from = None
+    if explained is None and optimised_from is not None:
+        explained = explanation.explanation_of(optimised_from)
+        explained_from = optimised_from if explained is not None else None
     return {
         "project": project,
         "model": version.registered_model,
@@ -104,10 +111,11 @@ def _version_context(request: HttpRequest, project: Project, version: ModelVersi
         "run": run,
         "aliases": list(version.aliases.order_by("alias")),
         "uses": uses.uses_of(version),
-        "optimised_from": optimisation.source_version(version),
+        "optimised_from": optimised_from,
         "optimised_as": optimisation.optimised_versions(version),
         "optimisation": optimisation.optimisation_of(version),
         "explanation": explained,
+        "explained_from": explained_from,
         "explanation_chart": explained.chart() if explained else None,
         "card_html": render_markdown(card),
         "form": form,

@@ -11,6 +11,7 @@ import os
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
@@ -27,6 +28,7 @@ from apps.labeling import demo as labeling_demo
 from apps.projects import services
 from apps.projects.models import Membership, Project, Role
 from apps.serving import demo as serving_demo
+from apps.serving.services import rollout
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--run",
             action="store_true",
-            help="Also run the iris pipeline headless and print how it went, then the memory hog (which fails).",
+            help=(
+                "Also run the iris pipeline headless and print how it went, then iris-automl (AutoML → explain → ONNX "
+                "INT8 → serve; when the train environment is built) and the memory hog (which fails on purpose)."
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -63,11 +68,25 @@ class Command(BaseCommand):
         if options["run"]:
             if iris is None:
                 raise CommandError("the iris pipeline could not be made (see the warnings above)")
-            # Then the memory hog, which fails on purpose: the output shows its diagnosis.
-            hog = Pipeline.objects.filter(project=project, name=jobs_demo.MEMORY_HOG).first()
-            run = jobs_demo.run_headless(iris, demo, self.stdout, also=(hog,) if hog is not None else ())
+            self._run(project, demo, iris)
+
+    def _run(self, project: Project, demo: Any, iris: Pipeline) -> None:
+        """The iris pipeline, then iris-automl (its tasks need the train environment: skipped, saying so, without
+        it), then the memory hog, which fails on purpose: the output shows its diagnosis. Fails when iris or
+        iris-automl did not succeed."""
+        automl = Pipeline.objects.filter(project=project, name=jobs_demo.AUTOML).first()
+        if automl is not None and not os.access(settings.PORTAL_TASK_ENVS["train"], os.X_OK):
+            self.stdout.write(
+                f"  Not running {jobs_demo.AUTOML}: its explain and ONNX steps need the train environment "
+                "(`make train-env`)."
+            )
+            automl = None
+        hog = Pipeline.objects.filter(project=project, name=jobs_demo.MEMORY_HOG).first()
+        also = tuple(p for p in (automl, hog) if p is not None)
+        runs = jobs_demo.run_headless(iris, demo, self.stdout, also=also, on_pass=rollout.reconcile)
+        for run in runs[: 2 if automl is not None else 1]:
             if run.status != "succeeded":
-                raise CommandError(f"the iris pipeline ended {run.status}: {run.reason}")
+                raise CommandError(f"the {run.pipeline_name} pipeline ended {run.status}: {run.reason}")
 
     @transaction.atomic
     def _core(self) -> tuple[Any, bool, str | None, Project]:
