@@ -286,10 +286,16 @@ def _task_env(
     }
 
 
+TRAIN_PYTHON = "{python:train}"
+
+
 def task_image(template: JobTemplate) -> str:
     """The image a template's tasks run in: "{portal}" is the portal's own image (PORTAL_IMAGE), which holds
-    the built-in tasks (apps/jobs/builtin_tasks) — on a cluster they need the portal's code."""
-    return template.image.replace("{portal}", settings.PORTAL_IMAGE)
+    the built-in tasks (apps/jobs/builtin_tasks) — on a cluster they need the portal's code. A template whose
+    command runs the "train" task environment gets the portal's training image instead (PORTAL_TRAIN_IMAGE: the
+    Dockerfile's `train` target, with requirements-train.txt and Java for Spark)."""
+    portal = settings.PORTAL_TRAIN_IMAGE if TRAIN_PYTHON in (template.command or []) else settings.PORTAL_IMAGE
+    return template.image.replace("{portal}", portal)
 
 
 def registry_images(project_ids: set[int], names: set[str]) -> dict[tuple[int | None, str], Image]:
