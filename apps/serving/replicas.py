@@ -287,7 +287,9 @@ def cluster_workload(service: InferenceService, revision: Revision, replica: Rep
         "mode": "deployment", "min_replicas": min_replicas, "max_replicas": max_replicas,
         "scale_metric": "cpu", "scale_target": target if metric == "cpu" else None,
     }  # fmt: skip
-    image = str(config.get("image") or settings.PORTAL_IMAGE)
+    # The train environment's replicas (pytorch, onnx) need the portal's training image (docs/kubernetes.md).
+    portal_image = settings.PORTAL_TRAIN_IMAGE if TRAIN_PYTHON in command else settings.PORTAL_IMAGE
+    image = str(config.get("image") or portal_image)
     return Workload(**common, command=command, image=image, ports={"http": CLUSTER_PORT}, service=service_spec)
 
 

@@ -122,6 +122,20 @@ def test_kserve_serves_a_version_by_its_own_format_not_the_services_framework(wo
     validate_all(objects, cluster.version)
 
 
+def test_without_kserve_an_onnx_version_runs_in_the_training_image(world, on_cluster, settings):
+    """onnxruntime is in the train environment only: on a cluster its model server runs the train image."""
+    settings.PORTAL_IMAGE, settings.PORTAL_TRAIN_IMAGE = "portal:1", "portal:1-train"
+    cluster = ClusterFactory(operators=[], work_volume_claim="portal-work")
+    version = onnx_version(on_cluster, world.alice)
+
+    _service, workload, objects = deployed(world, on_cluster, cluster, version=version, framework="sklearn")
+
+    container = objects[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == workload.image == "portal:1-train"
+    assert (container["command"] + container.get("args", []))[:3] == ["python", "-m", "apps.serving.modelserver"]
+    validate_all(objects, cluster.version)
+
+
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
@@ -138,7 +152,9 @@ def test_the_kserve_format_is_the_versions_then_the_frameworks(config, expected)
     assert kserve_format(config) == expected
 
 
-def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_that_validate(world, on_cluster):
+def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_that_validate(
+    world, on_cluster, settings
+):
     cluster = ClusterFactory(operators=[], work_volume_claim="portal-work")
     service, workload, objects = deployed(world, on_cluster, cluster, scale_metric="cpu", scale_target=70)
 
@@ -148,6 +164,7 @@ def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_t
     command = container["command"] + container.get("args", [])
     assert command[:3] == ["python", "-m", "apps.serving.modelserver"]
     assert command[command.index("--port") + 1] == "8080"
+    assert container["image"] == settings.PORTAL_IMAGE  # scikit-learn: the portal's own image
     assert command[command.index("--model") + 1] == service.revisions.get().config["model_path"]
     hpa = objects[2]["spec"]
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 3)
