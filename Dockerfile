@@ -2,12 +2,16 @@
 # The portal's image. One image runs every process: web (the default command), the Celery worker and beat,
 # the Kubernetes controller (`python manage.py runkube`), migrations, and the built-in task templates on a
 # cluster (`python -m apps.jobs.builtin_tasks.<name>`). k8s/ deploys it; README "Deploying to Kubernetes".
+# The `train` target adds the training task environment (requirements-train.txt: torch, ONNX, SHAP, FLAML, PySpark)
+# and a Java 17 runtime for Spark: task pods of templates whose command runs "{python:train}" use it
+# (PORTAL_TRAIN_IMAGE, docs/kubernetes.md "Task images").
 #
 #   docker build -t registry.example.com/mlops-portal:0.1.0 .
+#   docker build --target train -t registry.example.com/mlops-portal:0.1.0-train .
 #
 # Debian 12 named, not implied: the slim tag's Debian release moves, and psycopg/Pillow wheels with it.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
-FROM ${PYTHON_IMAGE}
+FROM ${PYTHON_IMAGE} AS portal
 
 # PYTHONPATH: task pods start in their output folder, and `python -m apps.jobs…` must still find the code.
 # HOME: the user has none, and libraries that cache under ~ (joblib, the MLflow client) need a writable one;
@@ -53,3 +57,21 @@ VOLUME ["/var/lib/portal"]
 USER 10001:10001
 EXPOSE 8000
 CMD ["uvicorn", "portal.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-server-header", "--no-proxy-headers"]
+
+# The training image: the portal's, plus the "train" task environment installed into the same interpreter (a task
+# pod's "{python:train}" is the image's python, apps/runtime/kubernetes/manifests/pod.py) and Debian 12's Java 17 JRE
+# for PySpark's JVM. Only the task pods of training templates run it; the portal's own processes never do.
+FROM portal AS train
+USER root
+# The man folder: the slim image has none, and the JRE's post-install registers its man page there.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+ && rm -rf /var/lib/apt/lists/* \
+ && java -version
+COPY requirements-train.txt ./
+RUN pip install --no-cache-dir -r requirements-train.txt
+USER 10001:10001
+
+# The last stage is what a plain `docker build .` makes: the portal's image.
+FROM portal

@@ -269,6 +269,20 @@ PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
 PORTAL_RUNTIME = envstr("PORTAL_RUNTIME", "local")
 # The portal's own image: what "{portal}" in a template's image means (the built-in tasks need the portal's code).
 PORTAL_IMAGE = envstr("PORTAL_IMAGE", "mlops-portal:dev")
+
+
+def _train_image(image: str) -> str:
+    """The training image beside `image` (the Dockerfile's `train` target): its tag with "-train" ("name:1.2" ->
+    "name:1.2-train", no tag -> "name:train"). An image named by digest has no neighbour: set PORTAL_TRAIN_IMAGE."""
+    if "@" in image:
+        return image
+    name, colon, tag = image.rpartition(":")
+    return f"{name}:{tag}-train" if colon and "/" not in tag else f"{image}:train"
+
+
+# What "{portal}" means for templates whose command runs the "train" task environment ("{python:train}": torch, ONNX,
+# SHAP, FLAML, PySpark and Java); docs/kubernetes.md "Task images".
+PORTAL_TRAIN_IMAGE = envstr("PORTAL_TRAIN_IMAGE", "") or _train_image(PORTAL_IMAGE)
 # The Kubernetes runtime, in seconds: the controller's (`manage.py runkube`) pass, heartbeat, full resync of watched
 # objects, how long an image may fail to pull before the task fails, how long logs drain after a workload ends, a
 # silent log stream's reconnect, Events lookups; beat's inventory refresh; the API retry policy; the first retry of a

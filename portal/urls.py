@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from apps.accounts.api.views import ProfileView
 from apps.accounts.views import set_language
 from apps.console.api.views import SearchView
+from apps.jobs.sparkui import spark_ui_proxy
 from apps.labeling import media as labeling_media
 from apps.labeling import mlbackend as labeling_ml
 from apps.labeling import webhooks as labeling_webhooks
@@ -45,6 +46,9 @@ urlpatterns = [
     # The notebook proxy: every method and path under a notebook server's base URL (apps/notebooks/proxy.py).
     path("notebook/<int:pk>/", notebook_proxy, name="notebook-proxy"),
     path("notebook/<int:pk>/<path:path>", notebook_proxy, name="notebook-proxy"),
+    # A locally running Spark task's UI, read-only, for whoever may view its project (apps/jobs/sparkui.py).
+    path("task/<int:pk>/spark/", spark_ui_proxy, name="spark-ui"),
+    path("task/<int:pk>/spark/<path:path>", spark_ui_proxy, name="spark-ui"),
     # Signed, expiring links to one labeling task's file, for Label Studio (apps/labeling/media.py).
     path("labeling/media/<str:token>", labeling_media.serve, name="labeling-media"),
     path("labeling/webhook/<int:pk>", labeling_webhooks.receive, name="labeling-webhook"),

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone, translation
 
+from apps.jobs import sparkui
 from apps.jobs.args import to_cli_args
 from apps.jobs.diagnosis import Facts, diagnose
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
@@ -27,6 +28,7 @@ from apps.runtime import strategy as strategies
 from apps.runtime.admission import admit
 from apps.runtime.base import get_runtime, site_url
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
+from apps.runtime.local.launch import free_port
 from apps.runtime.placement import Pool, Pools
 from apps.runtime.workload import Workload
 from portal.lib.resources import Resources
@@ -284,10 +286,16 @@ def _task_env(
     }
 
 
+TRAIN_PYTHON = "{python:train}"
+
+
 def task_image(template: JobTemplate) -> str:
     """The image a template's tasks run in: "{portal}" is the portal's own image (PORTAL_IMAGE), which holds
-    the built-in tasks (apps/jobs/builtin_tasks) — on a cluster they need the portal's code."""
-    return template.image.replace("{portal}", settings.PORTAL_IMAGE)
+    the built-in tasks (apps/jobs/builtin_tasks) — on a cluster they need the portal's code. A template whose
+    command runs the "train" task environment gets the portal's training image instead (PORTAL_TRAIN_IMAGE: the
+    Dockerfile's `train` target, with requirements-train.txt and Java for Spark)."""
+    portal = settings.PORTAL_TRAIN_IMAGE if TRAIN_PYTHON in (template.command or []) else settings.PORTAL_IMAGE
+    return template.image.replace("{portal}", portal)
 
 
 def registry_images(project_ids: set[int], names: set[str]) -> dict[tuple[int | None, str], Image]:
@@ -364,7 +372,7 @@ def _workload(
     task.output_dir = str(out)
     image = images.get((template.project_id, template.image)) or images.get((None, template.image))
     env = _task_env(task, node, template, out, outputs, pool=pool)
-    return build_workload(
+    workload = build_workload(
         task,
         node,
         template,
@@ -374,6 +382,10 @@ def _workload(
         pool=pool,
         image=image if pool.cluster else None,
     )
+    if template.framework == sparkui.FRAMEWORK and pool.runtime == "local":
+        # Its Spark UI on a free port of this machine's loopback, reached through the portal (apps/jobs/sparkui.py).
+        workload = sparkui.open_ui(task, workload, free_port())
+    return workload
 
 
 def _submit(chosen: list[tuple[TaskRun, Pool]], now, known_outputs: dict[tuple[int, str], str]) -> None:

@@ -55,6 +55,15 @@ KSERVE_FORMATS = {
 }
 
 
+def kserve_format(config: dict[str, Any]) -> str:
+    """The model format KServe picks the serving runtime by: the deployed version's own (its files' flavour, frozen in
+    the revision as `model_format`: an ONNX version of a service first deployed with scikit-learn is served by the
+    ONNX runtime), else the service's framework's, else "mlflow" (an MLflow Model folder)."""
+    return KSERVE_FORMATS.get(str(config.get("model_format") or "")) or KSERVE_FORMATS.get(
+        config.get("framework"), "mlflow"
+    )
+
+
 # --- Where the model is -------------------------------------------------------------------------------------------
 
 
@@ -307,7 +316,7 @@ def cluster_workload(service: InferenceService, revision: Revision, replica: Rep
             "mode": "kserve", "deployment_mode": deployment_mode,
             "min_replicas": min_replicas, "max_replicas": max_replicas,
             "scale_metric": scaled_on, "scale_target": target if scaled_on == metric else None,
-            "model_format": KSERVE_FORMATS.get(config.get("framework"), "mlflow"),
+            "model_format": kserve_format(config),
             "storage_uri": config.get("storage_uri") or "",
         }  # fmt: skip
         return Workload(**common, command=[], image="", service=service_spec)
@@ -322,7 +331,9 @@ def cluster_workload(service: InferenceService, revision: Revision, replica: Rep
         "mode": "deployment", "min_replicas": min_replicas, "max_replicas": max_replicas,
         "scale_metric": "cpu", "scale_target": target if metric == "cpu" else None,
     }  # fmt: skip
-    image = str(config.get("image") or settings.PORTAL_IMAGE)
+    # The train environment's replicas (pytorch, onnx) need the portal's training image (docs/kubernetes.md).
+    portal_image = settings.PORTAL_TRAIN_IMAGE if TRAIN_PYTHON in command else settings.PORTAL_IMAGE
+    image = str(config.get("image") or portal_image)
     return Workload(**common, command=command, image=image, ports={"http": CLUSTER_PORT}, service=service_spec)
 
 

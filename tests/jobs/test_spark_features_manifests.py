@@ -52,6 +52,7 @@ def test_the_node_is_a_valid_spark_application_reading_the_pinned_version(world,
     assert (app["kind"], app["metadata"]["namespace"]) == ("SparkApplication", "team-a")
     spec = app["spec"]
     assert spec["mainApplicationFile"] == "local:///app/apps/jobs/builtin_tasks/spark_features.py"
+    assert spec["image"] == settings.PORTAL_TRAIN_IMAGE == "mlops-portal:dev-train"  # the Dockerfile's `train` target
     arguments = spec["arguments"]
     assert arguments[arguments.index("--dataset") + 1].startswith(str(settings.PORTAL_WORK_DIR / "datasets"))
     assert arguments[arguments.index("--output_dataset") + 1] == "iris-features"

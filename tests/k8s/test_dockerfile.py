@@ -47,9 +47,21 @@ def index_of(steps: list[tuple[str, str]], word: str, needle: str) -> int:
     return hits[0]
 
 
+def stages(steps: list[tuple[str, str]]) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(base, name, instructions) per build stage, in order ("" for an unnamed stage)."""
+    found: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for word, rest in steps:
+        if word == "FROM":
+            base, _, name = rest.partition(" AS ")
+            found.append((base.strip(), name.strip(), []))
+        elif found:
+            found[-1][2].append((word, rest))
+    return found
+
+
 def test_base_image_is_python_311_slim_and_pinned():
     steps = instructions()
-    [base] = args_of(steps, "FROM")
+    base = stages(steps)[0][0]
     defaults = dict(re.fullmatch(r"(\w+)=(\S+)", rest).groups() for rest in args_of(steps, "ARG") if "=" in rest)
     image = re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)], base)
     name, _, tag = image.partition(":")
@@ -57,6 +69,26 @@ def test_base_image_is_python_311_slim_and_pinned():
     assert tag.startswith("3.11-slim") or tag.startswith("3.11."), image
     assert tag
     assert "latest" not in tag
+
+
+def test_the_train_target_adds_the_train_environment_and_java_and_a_plain_build_is_the_portal():
+    """`docker build --target train`: the portal's image plus requirements-train.txt and a Java 17 runtime for Spark,
+    back to the numeric user; the last stage (what a plain `docker build .` makes) is the portal's image itself."""
+    found = stages(instructions())
+    assert [(base, name) for base, name, _steps in found][1:] == [("portal", "train"), ("portal", "")]
+    assert found[0][1] == "portal"
+    _base, _name, train = found[1]
+    runs = args_of(train, "RUN")
+    assert any("openjdk-17-jre-headless" in rest and "--no-install-recommends" in rest for rest in runs)
+    assert any("rm -rf /var/lib/apt/lists" in rest for rest in runs)
+    copy = index_of(train, "COPY", "requirements-train.txt")
+    install = index_of(train, "RUN", "-r requirements-train.txt")
+    assert copy < install
+    assert args_of(train, "USER")[0] == "root"
+    assert args_of(train, "USER")[-1] == args_of(found[0][2], "USER")[-1]  # the portal's numeric user again
+    assert found[2][2] == []  # the default target adds nothing
+    assert (REPO / "requirements-train.txt").is_file()
+    assert "pyspark==" in (REPO / "requirements-train.txt").read_text()
 
 
 def test_requirements_are_installed_in_a_layer_before_the_code():
@@ -144,6 +176,7 @@ def test_dockerignore_keeps_what_the_image_runs_and_drops_the_rest():
     needed = [
         "manage.py",
         "requirements.txt",
+        "requirements-train.txt",  # the train target installs it
         "portal/asgi.py",
         "apps/jobs/builtin_tasks/shell.py",
         "templates/base.html",

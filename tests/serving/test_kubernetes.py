@@ -5,18 +5,23 @@ The model is copied into the work folder every pod mounts; KServe reads it from 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
+from apps.models import artifacts
+from apps.models.registry import create_model_version
 from apps.runtime.kubernetes.manifests import build
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.kubernetes.validation import validate_all
 from apps.runtime.models import KubeWorkload, Operator
 from apps.runtime.workload import Phase, Workload
 from apps.serving.models import InferenceService, Replica
+from apps.serving.replicas import kserve_format
 from apps.serving.runtime_hooks import ReplicaListener
 from apps.serving.services import create_service, deploy, start_service, stop_service
+from tests.factories import registered_model, tracking_run
 from tests.runtime.factories import ClusterFactory, bind
 from tests.serving.factories import artifact_store, iris_bytes, register  # noqa: F401 (fixtures)
 
@@ -32,11 +37,11 @@ def on_cluster(world, settings, tmp_path):
     return project
 
 
-def deployed(world, project, cluster, **fields) -> tuple[InferenceService, Workload, list[dict]]:
+def deployed(world, project, cluster, version=None, **fields) -> tuple[InferenceService, Workload, list[dict]]:
     binding = bind(cluster, project, namespace="team-a")
-    version = register(project, world.alice, iris_bytes())
-    values = {"registered_model": version.registered_model, "model_version": 1, "cpu": "1", "memory": "1Gi",
-              "min_replicas": 1, "max_replicas": 3, **fields}  # fmt: skip
+    version = version or register(project, world.alice, iris_bytes())
+    values = {"registered_model": version.registered_model, "model_version": version.version, "cpu": "1",
+              "memory": "1Gi", "min_replicas": 1, "max_replicas": 3, **fields}  # fmt: skip
     service = create_service(project, world.alice, name="iris", **values)
     revision = deploy(service, world.alice)
     [replica] = revision.replicas.all()
@@ -89,7 +94,67 @@ def test_kserve_raw_deployment_mode_scales_on_cpu_and_validates(world, on_cluste
     validate_all(objects, cluster.version)
 
 
-def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_that_validate(world, on_cluster):
+def onnx_version(project, owner):
+    """A version whose files are an MLflow Model of the onnx flavour (model/MLmodel beside model/model.onnx)."""
+    run = tracking_run(project, owner, name="onnx-int8")
+    base = run.artifact_uri.removeprefix("mlflow-artifacts:").lstrip("/")
+    mlmodel = "flavors:\n  onnx:\n    data: model.onnx\n  python_function:\n    loader_module: mlflow.onnx\n"
+    artifacts.save(f"{base}/model/MLmodel", io.BytesIO(mlmodel.encode()))
+    artifacts.save(f"{base}/model/model.onnx", io.BytesIO(b"onnx bytes"))
+    return create_model_version(registered_model(project, "onnx-iris"), source=f"runs:/{run.run_uuid}/model", run=run)
+
+
+@pytest.mark.parametrize("kserve_mode", ["RawDeployment", "Serverless"])
+def test_kserve_serves_a_version_by_its_own_format_not_the_services_framework(world, on_cluster, settings, kserve_mode):
+    """A scikit-learn service rolled to an ONNX version (the optimisation templates register one): KServe must pick its
+    ONNX runtime, so the predictor's modelFormat is the version's flavour, not the framework the service began with."""
+    settings.PORTAL_SERVING_KSERVE_MODE = kserve_mode
+    cluster = ClusterFactory(operators=[Operator.KSERVE], work_volume_claim="portal-work")
+    version = onnx_version(on_cluster, world.alice)
+
+    service, workload, objects = deployed(world, on_cluster, cluster, version=version, framework="sklearn")
+
+    assert service.framework == "sklearn"
+    assert service.revisions.get().config["model_format"] == "onnx"
+    assert workload.service["model_format"] == "onnx"
+    [inference_service] = objects
+    assert inference_service["spec"]["predictor"]["model"]["modelFormat"] == {"name": "onnx"}
+    validate_all(objects, cluster.version)
+
+
+def test_without_kserve_an_onnx_version_runs_in_the_training_image(world, on_cluster, settings):
+    """onnxruntime is in the train environment only: on a cluster its model server runs the train image."""
+    settings.PORTAL_IMAGE, settings.PORTAL_TRAIN_IMAGE = "portal:1", "portal:1-train"
+    cluster = ClusterFactory(operators=[], work_volume_claim="portal-work")
+    version = onnx_version(on_cluster, world.alice)
+
+    _service, workload, objects = deployed(world, on_cluster, cluster, version=version, framework="sklearn")
+
+    container = objects[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == workload.image == "portal:1-train"
+    assert (container["command"] + container.get("args", []))[:3] == ["python", "-m", "apps.serving.modelserver"]
+    validate_all(objects, cluster.version)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"framework": "sklearn", "model_format": "onnx"}, "onnx"),
+        ({"framework": "sklearn", "model_format": "pytorch"}, "pytorch"),
+        ({"framework": "onnx", "model_format": ""}, "onnx"),
+        ({"framework": "xgboost"}, "xgboost"),
+        ({"framework": "mlflow", "model_format": ""}, "mlflow"),
+        ({"framework": "custom"}, "mlflow"),
+        ({"framework": "sklearn", "model_format": "unknown-flavour"}, "sklearn"),
+    ],
+)
+def test_the_kserve_format_is_the_versions_then_the_frameworks(config, expected):
+    assert kserve_format(config) == expected
+
+
+def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_that_validate(
+    world, on_cluster, settings
+):
     cluster = ClusterFactory(operators=[], work_volume_claim="portal-work")
     service, workload, objects = deployed(world, on_cluster, cluster, scale_metric="cpu", scale_target=70)
 
@@ -99,6 +164,7 @@ def test_without_kserve_a_revision_is_a_deployment_with_service_and_autoscaler_t
     command = container["command"] + container.get("args", [])
     assert command[:3] == ["python", "-m", "apps.serving.modelserver"]
     assert command[command.index("--port") + 1] == "8080"
+    assert container["image"] == settings.PORTAL_IMAGE  # scikit-learn: the portal's own image
     assert command[command.index("--model") + 1] == service.revisions.get().config["model_path"]
     hpa = objects[2]["spec"]
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 3)

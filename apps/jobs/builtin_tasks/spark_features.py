@@ -16,6 +16,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,21 @@ def read_header(path: Path) -> list[str]:
     return header
 
 
+def ui_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The Spark UI's settings when run locally: on the port the portal chose (PORTAL_SPARK_UI_PORT, forwarded into
+    the sandbox) with its links under the portal's proxy (PORTAL_SPARK_UI_BASE), read-only; without a port, no UI."""
+    port = env.get("PORTAL_SPARK_UI_PORT", "").strip()
+    if not port.isdigit():
+        return {"spark.ui.enabled": "false"}
+    settings = {"spark.ui.enabled": "true", "spark.ui.port": port, "spark.ui.killEnabled": "false"}
+    if env.get("PORTAL_SPARK_UI_BASE"):
+        settings["spark.ui.proxyBase"] = env["PORTAL_SPARK_UI_BASE"]
+    return settings
+
+
 def session(master: str) -> Any:
-    """A SparkSession: local[N] on 127.0.0.1 without the UI, or (under spark-submit, as in a SparkApplication's
-    driver) whatever spark-submit was told."""
+    """A SparkSession: local[N] on 127.0.0.1 with the UI only where the portal proxies it (ui_settings), or (under
+    spark-submit, as in a SparkApplication's driver) whatever spark-submit was told."""
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
         raise TaskError("Spark needs Java 17 or 21 and none is installed (no java on PATH, no JAVA_HOME)", code=1)
     try:
@@ -121,10 +134,11 @@ def session(master: str) -> Any:
             builder.master(master)
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4")
         )
+        for key, value in ui_settings(os.environ).items():
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -224,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         steps = plan(args, read_header(source))
         spark = session(args.master.strip())
         try:
+            # What the Spark UI lists each step's jobs as (the portal shows it while the task runs: docs/spark.md).
+            spark.sparkContext.setJobDescription(f"spark-features: read {source.name}")
             frame = transform(spark, source, steps)
             target = output_dir() / OUTPUT_FILE
+            spark.sparkContext.setJobDescription(f"spark-features: write {OUTPUT_FILE}")
             rows = write(frame, target)
             written = frame.columns
         finally:

@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
 from apps.datasets.models import DatasetUsage
-from apps.jobs import services
+from apps.jobs import services, sparkui
 from apps.jobs.filters import RunListFilterSet
 from apps.jobs.graph import layout
 from apps.jobs.models import TASK_FINISHED, PipelineRun, TaskStatus, run_status_labels
@@ -50,6 +50,7 @@ def _summary_context(request: HttpRequest, project: Project, run: PipelineRun) -
         "done": done,
         "can_act": has_project_perm(request.user, project, CONTRIBUTE),
         "dataset_usages": dataset_usages(run),
+        "spark_ui": sparkui.ui_ports(list(tasks.values())),  # running Spark tasks' UIs (their link while they run)
     }
 
 
