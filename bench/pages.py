@@ -1,14 +1,15 @@
 """The portal's main list and detail pages at two sizes of one project: latency and SQL statements (issue 29).
 
 One project seeded straight into the tables (bulk_create, no services): N pipeline runs of three nodes (a task run
-each), N tracking runs in one experiment (5 params, 5 latest metrics with their points, 3 tags each), M registered
-models of three versions each (every version from a tracking run) plus one model whose versions grow with M,
-N/20 datasets of three versions plus one whose versions grow with N, and M/20 inference services. Every page is
-fetched with Django's test client as a signed-in member of the project (editor): the whole request path, middleware
-and template included. The table prints, per page and size, p50 and p95 of --repeat fetches, the SQL statements of
-one fetch, and a floor: the page's main query alone, timed the same way (the first 25 rows of its list with the
-count the pager needs, or the row a detail page shows). A page whose statements differ between the two sizes is
-flagged: its query count grows with the data (target: constant, p95 < 150 ms at the large size).
+each) spread over ten pipelines, N tracking runs in one experiment (5 params, 5 latest metrics with their points, 3
+tags each), M registered models of three versions each (every version from a tracking run) plus one model whose
+versions grow with M, N/20 datasets of three versions plus one whose versions grow with N, and M/20 inference
+services. Every page is fetched with Django's test client as a signed-in member of the project (editor): the whole
+request path, middleware and template included. The table prints, per page and size, p50 and p95 of --repeat
+fetches, the SQL statements of one fetch, and a floor: the page's main query alone, timed the same way (the first 25
+rows of its list with the count the pager needs, or the row a detail page shows). A page whose statements differ
+between the two sizes is flagged: its query count grows with the data (target: constant, p95 < 150 ms at the large
+size).
 
     .venv/bin/python bench/pages.py [--sizes 1000,10000] [--models 100,1000] [--repeat 20]
     .venv/bin/python bench/pages.py --small      # 100 and 1,000 runs, 10 and 100 models, 10 fetches
@@ -47,6 +48,7 @@ class World:
     experiment: object = None
     big_model: object = None
     big_dataset: object = None
+    pipelines: list = field(default_factory=list)
     pipeline_runs: int = 0
     tracking_runs: int = 0
     models: int = 0
@@ -57,6 +59,7 @@ class World:
 
 def seed_base() -> World:
     from apps.datasets.models import Dataset
+    from apps.jobs.models import Pipeline
     from apps.models.models import Experiment, RegisteredModel
     from apps.projects.models import Role
     from apps.projects.services import grant_role, provision_project
@@ -69,7 +72,11 @@ def seed_base() -> World:
     experiment = Experiment.objects.create(project=project, name="bench")
     big_model = RegisteredModel.objects.create(project=project, name="big-model")
     big_dataset = Dataset.objects.create(project=project, name="big-dataset", created_by=owner)
-    return World(project, owner, member, experiment, big_model, big_dataset)
+    spec = {"nodes": [{"name": name, "template": "py"} for name in NODES]}
+    pipelines = [
+        Pipeline.objects.create(project=project, name=f"pipe-{i}", spec=spec, created_by=owner) for i in range(10)
+    ]
+    return World(project, owner, member, experiment, big_model, big_dataset, pipelines)
 
 
 def seed_to(world: World, runs: int, models: int) -> None:
@@ -96,7 +103,8 @@ def seed_to(world: World, runs: int, models: int) -> None:
         stop = min(start + BATCH, runs)
         rows = PipelineRun.objects.bulk_create(
             PipelineRun(
-                project=project, pipeline_name=f"pipe-{i % 10}", number=i + 1, spec=spec,
+                project=project, pipeline=world.pipelines[i % 10], pipeline_name=f"pipe-{i % 10}", number=i + 1,
+                spec=spec,
                 status=RunStatus.SUCCEEDED, created_by=owner, created_at=now - timedelta(seconds=runs - i),
                 started_at=now - timedelta(seconds=runs - i), finished_at=now - timedelta(seconds=runs - i - 1),
             )
@@ -203,7 +211,7 @@ class Page:
 
 def pages() -> list[Page]:
     from apps.datasets.models import Dataset, DatasetVersion
-    from apps.jobs.models import PipelineRun
+    from apps.jobs.models import Pipeline, PipelineRun
     from apps.models.models import Experiment, ModelVersion, RegisteredModel, Run
     from apps.serving.models import InferenceService
 
@@ -214,6 +222,10 @@ def pages() -> list[Page]:
     runs = lambda w: first_page(PipelineRun.objects.filter(project=w.project))  # noqa: E731
     return [
         Page("project overview", lambda w: f"{p}/", runs),
+        Page("pipelines", lambda w: f"{p}/pipelines/",
+             lambda w: first_page(Pipeline.objects.filter(project=w.project))),
+        Page("pipeline", lambda w: f"{p}/pipelines/{w.pipelines[0].pk}/",
+             lambda w: list(PipelineRun.objects.filter(pipeline=w.pipelines[0])[:10])),
         Page("pipeline runs", lambda w: f"{p}/runs/", runs),
         Page("pipeline run", lambda w: f"{p}/runs/{w.ids['run']}/", lambda w: PipelineRun.objects.get(pk=w.ids["run"])),
         Page("experiments", lambda w: f"{p}/experiments/",
