@@ -6,10 +6,10 @@ tags each), M registered models of three versions each (every version from a tra
 versions grow with M, N/20 datasets of three versions plus one whose versions grow with N, and M/20 inference
 services. Every page is fetched with Django's test client as a signed-in member of the project (editor): the whole
 request path, middleware and template included. The table prints, per page and size, p50 and p95 of --repeat
-fetches, the SQL statements of one fetch, and a floor: the page's main query alone, timed the same way (the first 25
-rows of its list with the count the pager needs, or the row a detail page shows). A page whose statements differ
-between the two sizes is flagged: its query count grows with the data (target: constant, p95 < 150 ms at the large
-size).
+fetches, the SQL statements of one fetch, the process's CPU (on SQLite the database's work included) and the
+statements' time per fetch, and a floor: the page's main query alone, timed the same way (the first 25 rows of its
+list with the count the pager needs, or the row a detail page shows). A page whose statements differ between the two
+sizes is flagged: its query count grows with the data (target: constant, p95 < 150 ms at the large size).
 
     .venv/bin/python bench/pages.py [--sizes 1000,10000] [--models 100,1000] [--repeat 20]
     .venv/bin/python bench/pages.py --small      # 100 and 1,000 runs, 10 and 100 models, 10 fetches
