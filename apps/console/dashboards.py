@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models import (
     Case,
     Count,
+    DateField,
     F,
     FloatField,
     IntegerField,
@@ -29,7 +30,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce, TruncDate
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -194,22 +195,35 @@ def _number(key: str, column: str) -> Cast:
     return Cast(KeyTextTransform(key, column), FloatField())
 
 
-def _runs_by_day(project: Project, since: datetime) -> list[dict[str, Any]]:
+def _day_of(field: str, days: list[date]) -> Case:
+    """The local day of `field` among `days` (in order, the window's), as ranges of the column: on SQLite,
+    `TruncDate` calls a Python function for every row (at 30,000 task runs in the window, 450 ms of the overview's
+    520), while comparisons with the days' first instants stay in the database and index nothing differently."""
+    return Case(
+        *(
+            When(**{f"{field}__gte": timezone.make_aware(datetime.combine(day, time.min))}, then=Value(day))
+            for day in reversed(days)
+        ),
+        output_field=DateField(),
+    )
+
+
+def _runs_by_day(project: Project, since: datetime, days: list[date]) -> list[dict[str, Any]]:
     return list(
         PipelineRun.objects.filter(project=project, created_at__gte=since)
-        .annotate(day=TruncDate("created_at"))
+        .annotate(day=_day_of("created_at", days))
         .values("day", "status")
         .annotate(n=Count("pk"))
         .order_by()
     )
 
 
-def _usage_by_day(project: Project, since: datetime) -> list[dict[str, Any]]:
+def _usage_by_day(project: Project, since: datetime, days: list[date]) -> list[dict[str, Any]]:
     """CPU-seconds the tasks that ended each day used, and GPU-seconds they held (GPUs asked × wall time), by the
     diagnosed cause of their failures (empty: not failed): the failures by cause come with the same query."""
     return list(
         TaskRun.objects.filter(run__project=project, finished_at__gte=since)
-        .annotate(day=TruncDate("finished_at"))
+        .annotate(day=_day_of("finished_at", days))
         .values("day", "failure_cause")
         .annotate(
             n=Count("pk"),
@@ -270,8 +284,8 @@ def overview(project: Project) -> Overview:
         queued=Count("pk", filter=Q(status=RunStatus.QUEUED), distinct=True),
         tasks=Count("tasks", filter=Q(tasks__status__in=TASK_ACTIVE)),
     )
-    runs = _runs_by_day(project, since)
-    usage = _usage_by_day(project, since)
+    runs = _runs_by_day(project, since, days)
+    usage = _usage_by_day(project, since, days)
     waiting = TaskRun.objects.filter(
         run__project=project,
         run__status__in=ACTIVE_RUN,

@@ -21,7 +21,7 @@ from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
 from portal.lib.errors import Conflict
 from portal.lib.forms import add_service_errors
-from portal.lib.listing import listing
+from portal.lib.listing import listing, paged
 
 
 @project_view(VIEW, methods=("GET",))
@@ -63,11 +63,15 @@ def dataset_create(request: HttpRequest, project: Project) -> HttpResponse:
 
 @project_view(VIEW, model=Dataset, methods=("GET",))
 def dataset_detail(request: HttpRequest, project: Project, dataset: Dataset) -> HttpResponse:
-    versions = dataset.versions.select_related("created_by", "parent", "pipeline_run").order_by("-number")
+    # One page of versions, newest first: a dataset committed thousands of times costs what one with 25 does.
+    versions = paged(
+        request, dataset.versions.select_related("created_by", "parent", "pipeline_run").order_by("-number")
+    )
     context = {
         "project": project,
         "dataset": dataset,
-        "versions": versions,
+        "versions": versions.page.object_list,
+        "versions_page": versions,
         "lineage": services.lineage(dataset),
         "can_edit": has_project_perm(request.user, project, CONTRIBUTE),
     }

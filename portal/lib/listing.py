@@ -106,3 +106,17 @@ def listing(
     page = Paginator(rows, per_page).get_page(request.GET.get("page"))
     narrowed = any(request.GET.get(name) for name in filterset.form.fields if name != "ordering")
     return Listing(filterset=filterset, page=page, query=query, filtered=narrowed)
+
+
+@dataclass
+class Pages:
+    """One page of a plain list without a FilterSet (a model's or a dataset's versions), for
+    `includes/list_pages.html`: the page and the query string its links keep."""
+
+    page: Page
+    query: QueryDict
+
+
+def paged(request: HttpRequest, queryset: QuerySet, *, per_page: int = PAGE_SIZE) -> Pages:
+    """Page `queryset` by `?page=`, so a detail page's list costs the same however long it grows."""
+    return Pages(page=Paginator(queryset, per_page).get_page(request.GET.get("page")), query=request.GET.copy())

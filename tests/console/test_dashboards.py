@@ -6,7 +6,7 @@ not grow with the number of runs."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 
 import pytest
 from django.conf import settings as django_settings
@@ -242,6 +242,21 @@ def test_overview_sums_cpu_and_gpu_hours_from_task_usage(world):
     assert chart["hours"][1]["data"][-1] == 3.0
     assert chart["runs"][0]["data"][-1] == 1  # succeeded today
     assert "vendor/echarts/echarts.min.js" in html
+
+
+def test_overview_puts_runs_and_usage_on_the_local_day_they_happened(world, settings):
+    settings.TIME_ZONE = "America/New_York"  # UTC-5 in December: a UTC day would move both rows
+    midnight = timezone.make_aware(datetime.combine(timezone.localdate(), time.min))
+    for at in (midnight - timedelta(seconds=1), midnight):  # the last second of yesterday, the first of today
+        run = PipelineRunFactory(project=world.project_a, status=RunStatus.SUCCEEDED, created_at=at)
+        TaskRunFactory(run=run, usage={"cpu_seconds": 3600}, finished_at=at)
+
+    response = overview(world.bob)
+
+    chart = response.context["stats"].chart
+    assert response.context["stats"].runs_today == 1
+    assert chart["runs"][0]["data"][-2:] == [1, 1]
+    assert chart["hours"][0]["data"][-2:] == [1.0, 1.0]
 
 
 def test_overview_shows_storage_used_against_the_quota(world, dataset_store):

@@ -146,12 +146,15 @@ def experiment_detail(request: HttpRequest, project: Project, experiment: Experi
     rows: list[dict] = []
     sort = None
     status = 200
+    total_runs = None
     if form.is_bound and not form.is_valid():
         status = 400
     else:
         data = form.cleaned_data if form.is_bound else {"filter": "", "order": "", "page": 1}
         qs = search.filter_and_order_runs(runs_qs, data["filter"], [data["order"]] if data["order"] else [])
         page = Paginator(prefetch_columns(qs, columns), PAGE_SIZE).get_page(data.get("page") or 1)
+        if not data["filter"]:
+            total_runs = page.paginator.count  # the pager counted them already: not a second COUNT
         rows = [{"run": decorate_run(run), "cells": cell_values(run, columns)} for run in page.object_list]
         sort = _sort_state(data["order"])
     headers = []
@@ -176,7 +179,7 @@ def experiment_detail(request: HttpRequest, project: Project, experiment: Experi
         "headers": headers,
         "extra_columns": columns,
         "chooser": chooser,
-        "total_runs": runs_qs.count(),
+        "total_runs": runs_qs.count() if total_runs is None else total_runs,
         "tab": "experiments",
     }
     return render(request, "models/experiment_detail.html", context, status=status)

@@ -18,7 +18,7 @@ from apps.models.views.markdown import render_markdown
 from apps.projects.access import project_view
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, VIEW, has_project_perm
-from portal.lib.listing import listing
+from portal.lib.listing import listing, paged
 
 
 @project_view(VIEW, methods=("GET",))
@@ -37,7 +37,11 @@ def model_list(request: HttpRequest, project: Project) -> HttpResponse:
 
 
 def _model_context(request: HttpRequest, project: Project, model: RegisteredModel, alias_form: AliasForm) -> dict:
-    versions = list(model.versions.select_related("run__experiment").prefetch_related("aliases").order_by("-version"))
+    # One page of versions, newest first: a model registered thousands of times costs what one with 25 does.
+    versions_page = paged(
+        request, model.versions.select_related("run__experiment").prefetch_related("aliases").order_by("-version")
+    )
+    versions = list(versions_page.page.object_list)
     for version in versions:
         version.created = ms_to_datetime(version.creation_timestamp)  # type: ignore[attr-defined]
     aliases = list(model.aliases.select_related("model_version").order_by("alias"))
@@ -48,6 +52,7 @@ def _model_context(request: HttpRequest, project: Project, model: RegisteredMode
         "project": project,
         "model": model,
         "versions": versions,
+        "versions_page": versions_page,
         "aliases": aliases,
         "alias_form": alias_form,
         "can_edit": has_project_perm(request.user, project, CONTRIBUTE),
