@@ -40,6 +40,7 @@ from apps.runtime.admission import node_limits
 from apps.runtime.base import get_runtime
 from apps.runtime.strategy import StrategyError
 from apps.runtime.strategy import describe as describe_strategy
+from apps.runtime.workload import total_replicas
 from portal.lib.errors import Conflict
 
 
@@ -207,6 +208,8 @@ def _freeze(project: Project, spec: dict[str, Any], *, ignore_cache: bool = Fals
     frozen, templates, versions = _normalize(project, spec)
     for node in frozen["nodes"]:
         node["template_id"] = templates[node["name"]].pk
+        # What the queue counts of it is its resources × this (the runtimes launch the template's replicas).
+        node["replicas"] = total_replicas(templates[node["name"]].kind, templates[node["name"]].replicas)
         if ignore_cache or templates[node["name"]].side_effects:
             node["cache"] = False
         if node["name"] in versions:

@@ -20,6 +20,7 @@ from apps.projects.models import Project
 from apps.projects.permissions import projects_for
 from apps.runtime import hooks
 from apps.runtime.models import Agent, Cluster, KubeWorkload, LocalWorkload, heartbeat_cutoff
+from apps.runtime.workload import demand, total_replicas
 from portal.lib.resources import Resources
 
 ACTIVE_STATES = ("pending", "running")
@@ -158,15 +159,12 @@ class Holder(ResourceAmounts):
     def from_row(cls, row: tuple[Any, ...], **place: Any) -> Holder:
         uid, state, started_at, project, kind, resources, replicas, labels = row
         resources = resources if isinstance(resources, dict) else {}
-        count = 1
-        if kind == "distributed" and isinstance(replicas, dict):
-            count = max(sum(int(_float(n)) for n in replicas.values()), 1)
         return cls(
             uid=uid,
             state=state,
             project_slug=str(project or ""),
             kind=kind or "",
-            resources=_resources(resources) * count,
+            resources=demand(_resources(resources), total_replicas(kind, replicas)),
             labels=labels if isinstance(labels, dict) else {},
             started_at=started_at,
             **place,
