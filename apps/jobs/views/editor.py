@@ -28,6 +28,7 @@ from apps.projects.access import project_view
 from apps.projects.models import Project, ProjectSecret
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.admission import node_limits
+from apps.runtime.workload import total_replicas
 from portal.lib import untrusted
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # a spec is small; the request limit of the site is larger for uploads
@@ -60,6 +61,7 @@ def template_entry(template: JobTemplate) -> dict[str, Any]:
         "kind": template.kind,
         "framework": template.framework,
         "replicas": template.replicas or {},
+        "replica_count": total_replicas(template.kind, template.replicas),  # a node holds its resources × this
         "strategy": template.strategy or {},
         "own": template.project_id is not None,
     }
@@ -234,6 +236,7 @@ def editor_messages() -> dict[str, str]:
         "maxLength": _("Enter at most %(limit)s characters."),
         "pattern": _("Does not match the pattern %(pattern)s."),
         "overLimit": _("The limit is %(limit)s (%(source)s)."),
+        "overLimitReplicas": _("%(replicas)s replicas ask for %(total)s; the limit is %(limit)s (%(source)s)."),
         "memory": _("Use e.g. 512Mi, 2Gi or a number of bytes."),
         "nodeName": _("Use 1–63 lowercase letters, digits, “-” or “_”, starting with a letter or digit."),
         "nameTaken": _("Another node already has this name."),
