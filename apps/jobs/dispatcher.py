@@ -21,7 +21,7 @@ from apps.jobs.args import to_cli_args
 from apps.jobs.diagnosis import Facts, diagnose
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
 from apps.jobs.references import local_args
-from apps.jobs.runstate import plan_of
+from apps.jobs.runstate import hold_plans, plan_of
 from apps.projects.usage import held
 from apps.runtime import strategy as strategies
 from apps.runtime.admission import admit
@@ -138,6 +138,7 @@ def _waiting(known_runs: dict[int, PipelineRun]) -> list[TaskRun]:
     waiting = [t for t in tasks if t.run_id in live]
     for task in waiting:
         task.run = live[task.run_id]
+    hold_plans({t.run_id: t.run for t in waiting}.values())  # one query for their specs, not one per run
     waiting.sort(key=lambda t: (-t.run.priority, t.created_at, t.pk))
     return waiting
 
