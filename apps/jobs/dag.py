@@ -247,7 +247,12 @@ def _validate_node(
         errors.add(f"{prefix}.args", _("Arguments must be a mapping of name to value."))
 
     result["depends_on"] = _check_depends_on(result["depends_on"], result["name"], names, prefix, errors)
-    replicas = total_replicas(getattr(template, "kind", "job"), getattr(template, "replicas", None))
+    replicas = total_replicas(
+        getattr(template, "kind", "job"),
+        getattr(template, "replicas", None),
+        framework=getattr(template, "framework", ""),
+        runtime=limits.runtime,
+    )
     result["resources"] = _check_resources(
         template.resources if template is not None else {}, result["resources"], limits, prefix, errors, replicas
     )

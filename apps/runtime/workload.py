@@ -51,11 +51,14 @@ _NFS_RE = re.compile(r"^(?P<server>[^:/\s]+):(?P<path>/\S*)$")
 _PORT_NAME_RE = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9]|-(?!-))*(?<!-)$")
 
 
-def total_replicas(kind: str, replicas: Any) -> int:
+def total_replicas(kind: str, replicas: Any, *, framework: str = "", runtime: str = "") -> int:
     """How many replicas a workload of `kind` runs, each holding its per-replica resources: the sum over every
     role (master + workers, chief + workers, ps + workers, ...) of a distributed one, 1 for anything else. An MPI
-    launcher is left out: on a cluster it gets no accelerators, and locally `horovodrun` stands for the workers."""
+    launcher is left out: on a cluster it gets no accelerators, and locally `horovodrun` stands for the workers.
+    On the local runtime (`runtime="local"`) a Spark job is one process whatever its replicas (docs/spark.md)."""
     if kind != "distributed" or not isinstance(replicas, dict):
+        return 1
+    if framework == "spark" and runtime == "local":
         return 1
     counts = 0
     for role, n in replicas.items():

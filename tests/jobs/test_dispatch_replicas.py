@@ -112,3 +112,11 @@ def test_a_retry_holds_as_many_replicas_as_the_attempt_it_retries(world, ddp):
     orchestrator.advance_run(run.pk)
     retry = TaskRun.objects.get(run=run, node="train", attempt=2)
     assert retry.replicas == 2
+
+
+def test_a_spark_node_counts_once_on_this_machine_where_it_runs_as_one_process(world, ddp):
+    heartbeat_agent(cpu=32, gpu=16)
+    gpu_quota(world.project_a, 6)
+    python_template(slug="spark", kind="distributed", framework="spark", replicas={"driver": 1, "executor": 1})
+    spec = normalize_spec(world.project_a, {"nodes": [{**NODE[0], "template": "spark"}]})
+    assert spec["nodes"][0]["resources"]["gpu"] == 4

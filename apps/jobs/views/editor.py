@@ -28,6 +28,7 @@ from apps.projects.access import project_view
 from apps.projects.models import Project, ProjectSecret
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.admission import node_limits
+from apps.runtime.placement import runtime_name_for
 from apps.runtime.workload import total_replicas
 from portal.lib import untrusted
 
@@ -36,7 +37,7 @@ MAX_NAME_LENGTH = 100  # Pipeline.name
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]+\Z")  # Pipeline.name is a SlugField
 
 
-def template_entry(template: JobTemplate) -> dict[str, Any]:
+def template_entry(template: JobTemplate, runtime: str = "") -> dict[str, Any]:
     """A template as the palette and the node form need it: the arguments as an ordered list (jsonb does not
     keep the schema's key order) with their widget type made explicit."""
     schema = template.args_schema or {}
@@ -61,7 +62,10 @@ def template_entry(template: JobTemplate) -> dict[str, Any]:
         "kind": template.kind,
         "framework": template.framework,
         "replicas": template.replicas or {},
-        "replica_count": total_replicas(template.kind, template.replicas),  # a node holds its resources × this
+        # A node of it holds its resources × this where the project's work runs.
+        "replica_count": total_replicas(
+            template.kind, template.replicas, framework=template.framework, runtime=runtime
+        ),
         "strategy": template.strategy or {},
         "own": template.project_id is not None,
     }
@@ -79,7 +83,8 @@ def palette_templates(project: Project, spec: dict[str, Any] | None) -> list[dic
             current.version,
         ):
             newest[template.slug] = template
-    entries = [{**template_entry(t), "latest": True} for t in newest.values()]
+    runtime = runtime_name_for(project)
+    entries = [{**template_entry(t, runtime), "latest": True} for t in newest.values()]
     pinned = {
         str(node.get("template"))
         for node in (spec or {}).get("nodes") or []
@@ -89,7 +94,7 @@ def palette_templates(project: Project, spec: dict[str, Any] | None) -> list[dic
     for ref in sorted(pinned - known):
         template = services.resolve_template(project, ref)
         if template is not None:
-            entries.append({**template_entry(template), "latest": False})
+            entries.append({**template_entry(template, runtime), "latest": False})
     return entries
 
 

@@ -96,10 +96,11 @@ class LocalRuntime(RowRuntime):
         used = Resources.none()
         # Only the keys that count, extracted by the database: a spec also holds the command and env.
         active = LocalWorkload.objects.filter(state__in=ACTIVE).values_list(
-            "spec__resources", "spec__replicas", "spec__kind"
+            "spec__resources", "spec__replicas", "spec__kind", "spec__framework"
         )
-        for res, replicas, kind in active:
-            used += demand(Resources.from_json(res), total_replicas(kind, replicas))
+        for res, replicas, kind, framework in active:
+            count = total_replicas(kind, replicas, framework=framework or "", runtime="local")
+            used += demand(Resources.from_json(res), count)
         total = Resources.of(total.get("cpu"), total.get("memory_bytes"), total.get("gpu"))
         return Capacity.of(free=total - used, total=total)
 
