@@ -92,12 +92,12 @@ def main() -> None:
           f"{policy.pass_seconds / max(policy.passes, 1) * 1000:.1f} ms each on average")  # fmt: skip
 
     print("\nCost of one dispatch pass (1-GPU tasks waiting, 8 projects with quotas)")
-    print(f"{'GPUs':>6}{'queued':>9}{'first pass':>12}{'steady pass':>13}{'per queued task':>17}")
+    print(f"{'GPUs':>6}{'queued':>9}{'first pass':>12}{'steady pass':>13}{'per queued task':>17}{'queries':>9}")
     for gpus in (int(g) for g in args.cost_gpus.split(",")):
         for queued in (int(q) for q in args.cost_queued.split(",")):
             cost = dispatch_cost(gpus=gpus, queued=queued, owner=owner)
             print(f"{gpus:>6}{queued:>9}{cost['first']:>11.2f}s{cost['steady'] * 1000:>10.0f} ms"
-                  f"{cost['steady'] / queued * 1e6:>14.0f} µs")  # fmt: skip
+                  f"{cost['steady'] / queued * 1e6:>14.0f} µs{cost['steady_queries']:>9}")  # fmt: skip
     loads = " ".join(f"{v:.2f}" for v in load_before), " ".join(f"{v:.2f}" for v in os.getloadavg())
     print("load average before: {}, after: {}".format(*loads))
 

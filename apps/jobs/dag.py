@@ -20,6 +20,7 @@ from apps.jobs.args import FieldErrors, validate_args, validate_args_schema
 from apps.runtime.admission import Limits, too_large
 from apps.runtime.strategy import Layout, StrategyError
 from apps.runtime.strategy import check as check_strategy
+from apps.runtime.workload import total_replicas
 from portal.lib.resources import MAX_AMOUNT, Resources
 
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,62})$")
@@ -246,8 +247,14 @@ def _validate_node(
         errors.add(f"{prefix}.args", _("Arguments must be a mapping of name to value."))
 
     result["depends_on"] = _check_depends_on(result["depends_on"], result["name"], names, prefix, errors)
+    replicas = total_replicas(
+        getattr(template, "kind", "job"),
+        getattr(template, "replicas", None),
+        framework=getattr(template, "framework", ""),
+        runtime=limits.runtime,
+    )
     result["resources"] = _check_resources(
-        template.resources if template is not None else {}, result["resources"], limits, prefix, errors
+        template.resources if template is not None else {}, result["resources"], limits, prefix, errors, replicas
     )
     strategy = _check_strategy(template, node.get("strategy"), result["resources"], prefix, errors)
     if strategy:
@@ -349,6 +356,7 @@ def _check_resources(
     limits: Limits,
     prefix: str,
     errors: FieldErrors,
+    replicas: int = 1,
 ) -> dict[str, Any]:
     """Template defaults overridden by the node, parsed, as {"cpu": float, "memory": bytes | None, "gpu": float}."""
     key = f"{prefix}.resources"
@@ -367,7 +375,7 @@ def _check_resources(
     if bad:
         return merged
     resources = Resources.parse(merged)
-    for name, message in too_large(resources, limits).items():
+    for name, message in too_large(resources, limits, replicas=replicas).items():
         errors.add(f"{key}.{name}", message)
     return resources.to_spec()
 

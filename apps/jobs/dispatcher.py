@@ -22,7 +22,7 @@ from apps.jobs.args import to_cli_args
 from apps.jobs.diagnosis import Facts, diagnose
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
 from apps.jobs.references import local_args
-from apps.jobs.runstate import plan_of
+from apps.jobs.runstate import hold_plans, plan_of
 from apps.projects.usage import held
 from apps.runtime import strategy as strategies
 from apps.runtime.admission import admit
@@ -30,7 +30,7 @@ from apps.runtime.base import get_runtime, site_url
 from apps.runtime.kubernetes.manifests.meta import registry_secret_name
 from apps.runtime.local.launch import free_port
 from apps.runtime.placement import Pool, Pools
-from apps.runtime.workload import Workload
+from apps.runtime.workload import Workload, demand
 from portal.lib.resources import Resources
 
 # Tokens of task attempts: long enough for any task, revoked the moment the attempt ends.
@@ -76,9 +76,11 @@ def dispatch(
         in_flight: dict[int, set[int]] = defaultdict(set)
         per_run: dict[int, int] = defaultdict(int)
         counted = any(_limited(t) for t in waiting)
-        active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values("run_id", "run__project_id", "resources")
+        active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values(
+            "run_id", "run__project_id", "resources", "replicas"
+        )
         for row in active if counted else ():
-            per_project[row["run__project_id"]] += Resources.from_json(row["resources"])
+            per_project[row["run__project_id"]] += task_demand(row["resources"], row["replicas"])
             tasks_of[row["run__project_id"]] += 1
             per_run[row["run_id"]] += 1
             in_flight[row["run__project_id"]].add(row["run_id"])
@@ -106,7 +108,7 @@ def dispatch(
                 continue
             chosen.append((task, pool))
             changed[task.run_id][task.node] = task
-            need = Resources.from_json(task.resources)
+            need = task_demand(task.resources, task.replicas)
             pools.take(pool, need)
             per_project[task.run.project_id] += need
             tasks_of[task.run.project_id] += 1
@@ -115,6 +117,11 @@ def dispatch(
         if chosen:
             _submit(chosen, now, known_outputs or {})
     return changed
+
+
+def task_demand(resources: dict[str, Any] | None, replicas: int) -> Resources:
+    """What a task holds of its project's quota and its pool's capacity: its per-replica resources × its replicas."""
+    return demand(Resources.from_json(resources), replicas)
 
 
 RUN_RELATED = ("project__quota", "created_by")  # what dispatching needs of a task's run, read with it
@@ -133,6 +140,7 @@ def _waiting(known_runs: dict[int, PipelineRun]) -> list[TaskRun]:
     waiting = [t for t in tasks if t.run_id in live]
     for task in waiting:
         task.run = live[task.run_id]
+    hold_plans({t.run_id: t.run for t in waiting}.values())  # one query for their specs, not one per run
     waiting.sort(key=lambda t: (-t.run.priority, t.created_at, t.pk))
     return waiting
 
@@ -170,7 +178,7 @@ def _place(task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pool
     if reason:
         return reason, None
     run = task.run
-    need = Resources.from_json(task.resources)
+    need = task_demand(task.resources, task.replicas)
     # A waiting reason is stored and shown to everyone as written: English, whoever's request ran the pass (i18n.md).
     with translation.override("en"):
         admission = admit(run.project, need, in_use=per_project[run.project_id], pools=pools)

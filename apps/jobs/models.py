@@ -333,7 +333,10 @@ class TaskRun(models.Model):
     cached_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     output_dir = models.CharField(max_length=500, blank=True)
     output_digest = models.CharField(max_length=64, blank=True)
-    resources = models.JSONField(default=dict, blank=True)
+    resources = models.JSONField(default=dict, blank=True)  # per replica
+    # How many replicas hold `resources` (a distributed template's, apps/runtime/workload.py: total_replicas): what
+    # the queue counts against quotas and capacity is their product (`demand`).
+    replicas = models.PositiveIntegerField(default=1)
     usage = models.JSONField(default=dict, blank=True)
     # What its samples showed of how it used what it held (apps/jobs/usage_warnings.py): [{kind, replica, reason, at}]
     resource_warnings = models.JSONField(default=list, blank=True)

@@ -163,6 +163,7 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
             attempt=task.attempt + 1,
             status=TaskStatus.WAITING,
             resources=task.resources,
+            replicas=task.replicas,
             cache_key=task.cache_key,
             not_before=now + timedelta(seconds=backoff),
             waiting_reason=f"retry {task.attempt}/{retries} after {backoff:g} s backoff ({task.reason})",
@@ -332,7 +333,8 @@ def _create_ready_tasks(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRu
         if any(dep not in tasks or tasks[dep].status not in TASK_FINISHED for dep in deps):
             continue
         bad = [dep for dep in deps if tasks[dep].status in FAILED_UPSTREAM]
-        task = TaskRun(run=run, node=name, resources=node.get("resources", {}), created_at=now)
+        replicas = int(node.get("replicas", 1))  # frozen from its template (services._freeze)
+        task = TaskRun(run=run, node=name, resources=node.get("resources", {}), replicas=replicas, created_at=now)
         if bad:
             task.status, task.reason, task.finished_at = TaskStatus.UPSTREAM_FAILED, f"upstream {bad[0]} failed", now
         elif node.get("skip"):

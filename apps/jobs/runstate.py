@@ -54,11 +54,15 @@ class RunPlan:
 
 _plans: OrderedDict[tuple[int, str], RunPlan] = OrderedDict()
 _plans_lock = threading.Lock()
+_plans_capacity = _PLAN_CACHE_SIZE  # grows to the largest queue a pass has walked (`hold_plans`)
 
 
 def plan_of(run: PipelineRun) -> RunPlan:
     """The parsed frozen spec of `run` (which may have been loaded with `spec` deferred)."""
-    key = (run.pk, run.created_at.isoformat())
+    held = run.__dict__.get(_PLAN_ATTR)
+    if held is not None:
+        return held
+    key = _key(run)
     with _plans_lock:
         plan = _plans.get(key)
         if plan is not None:
@@ -69,11 +73,54 @@ def plan_of(run: PipelineRun) -> RunPlan:
     else:
         spec = run.spec
     plan = RunPlan.from_spec(spec)
+    _remember(key, plan)
+    return plan
+
+
+def hold_plans(runs: Iterable[PipelineRun]) -> None:
+    """Give each of `runs` its plan for as long as the instance lives: from the cache, the others' specs read in one
+    query. The queue calls it once per pass with the waiting runs. The cache grows to hold them all: walking more
+    runs than it holds in the same order every pass, an LRU cache misses on every one (a pass past 512 waiting runs
+    read each one's spec, twice, one query each)."""
+    global _plans_capacity
+    runs = [run for run in runs if _PLAN_ATTR not in run.__dict__]
+    # Room for every run of the pass besides the usual working set: the next pass finds them all.
+    _plans_capacity = max(_plans_capacity, len(runs) + _PLAN_CACHE_SIZE)
+    missing: list[PipelineRun] = []
+    with _plans_lock:
+        for run in runs:
+            plan = _plans.get(_key(run))
+            if plan is None:
+                missing.append(run)
+            else:
+                _plans.move_to_end(_key(run))
+                run.__dict__[_PLAN_ATTR] = plan
+    if not missing:
+        return
+    deferred = [run.pk for run in missing if "spec" in run.get_deferred_fields()]
+    specs = dict(PipelineRun.objects.filter(pk__in=deferred).values_list("pk", "spec")) if deferred else {}
+    for run in missing:
+        spec = specs.pop(run.pk, None)
+        if spec is None:  # not deferred: the instance has it (`specs.get(pk, run.spec)` would read it if deferred)
+            spec = run.spec
+        plan = RunPlan.from_spec(spec)
+        run.__dict__[_PLAN_ATTR] = plan
+        _remember(_key(run), plan)
+
+
+_PLAN_ATTR = "_portal_run_plan"  # where `hold_plans` leaves a run instance's plan
+
+
+def _key(run: PipelineRun) -> tuple[int, str]:
+    return (run.pk, run.created_at.isoformat())
+
+
+def _remember(key: tuple[int, str], plan: RunPlan) -> None:
     with _plans_lock:
         _plans[key] = plan
-        while len(_plans) > _PLAN_CACHE_SIZE:
+        _plans.move_to_end(key)
+        while len(_plans) > _plans_capacity:
             _plans.popitem(last=False)
-    return plan
 
 
 def node_states(run_id: int) -> dict[str, TaskRun]:

@@ -23,7 +23,7 @@ from apps.runtime.hooks import RegistryCredentials
 from apps.runtime.models import progress_marker
 from apps.runtime.secretenv import Secrets
 from apps.runtime.usage import TASK, Holder, label_ids
-from apps.runtime.workload import Phase, Status, Workload
+from apps.runtime.workload import Phase, Status, Workload, demand
 from portal.lib.resources import Resources
 
 logger = logging.getLogger(__name__)
@@ -314,5 +314,5 @@ def quota_held(project_ids: set[int], except_pk: int | None) -> Iterator[tuple[i
     tasks = TaskRun.objects.filter(run__project_id__in=project_ids, status__in=TASK_ACTIVE)
     if except_pk is not None:
         tasks = tasks.exclude(pk=except_pk)
-    for project_id, resources in tasks.values_list("run__project_id", "resources"):
-        yield project_id, Resources.from_json(resources)
+    for project_id, resources, replicas in tasks.values_list("run__project_id", "resources", "replicas"):
+        yield project_id, demand(Resources.from_json(resources), replicas)

@@ -38,8 +38,10 @@ from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.admission import node_limits
 from apps.runtime.base import get_runtime
+from apps.runtime.placement import runtime_name_for
 from apps.runtime.strategy import StrategyError
 from apps.runtime.strategy import describe as describe_strategy
+from apps.runtime.workload import total_replicas
 from portal.lib.errors import Conflict
 
 
@@ -206,8 +208,13 @@ def _freeze(project: Project, spec: dict[str, Any], *, ignore_cache: bool = Fals
     side effects, or every node when asked to ignore the cache, says `cache: false` in it (and runs)."""
     frozen, templates, versions = _normalize(project, spec)
     for node in frozen["nodes"]:
-        node["template_id"] = templates[node["name"]].pk
-        if ignore_cache or templates[node["name"]].side_effects:
+        template = templates[node["name"]]
+        node["template_id"] = template.pk
+        # What the queue counts of it is its resources × this (the runtimes launch the template's replicas).
+        node["replicas"] = total_replicas(
+            template.kind, template.replicas, framework=template.framework, runtime=runtime_name_for(project)
+        )
+        if ignore_cache or template.side_effects:
             node["cache"] = False
         if node["name"] in versions:
             pin(node, versions[node["name"]])

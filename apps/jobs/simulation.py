@@ -13,8 +13,9 @@ import copy
 import time
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
+from django.test.utils import CaptureQueriesContext
 
 from apps.jobs import orchestrator
 from apps.jobs.dispatcher import dispatch
@@ -112,7 +113,8 @@ def replay_portal(trace: Trace, cluster: SimCluster, owner: Any):
 def dispatch_cost(*, gpus: int, queued: int, owner: Any, teams: int = 8, repeats: int = 3) -> dict[str, float]:
     """Seconds of one dispatch pass with `queued` one-GPU tasks waiting on a cluster of `gpus` GPUs: the first pass
     (fills the cluster and writes every other task's waiting reason) and, median of `repeats`, a steady pass after
-    one task ended (one task starts; the reasons of the others are unchanged). The tasks are cancelled after."""
+    one task ended (one task starts; the reasons of the others are unchanged), and the most queries a steady pass
+    made. The tasks are cancelled after."""
     trace = Trace([], {f"cost-{i + 1:02d}": gpus for i in range(teams)})
     projects = list(prepare(trace, owner).values())
     base = frozen_spec(projects[0])
@@ -137,15 +139,17 @@ def dispatch_cost(*, gpus: int, queued: int, owner: Any, teams: int = 8, repeats
             t0 = time.perf_counter()
             dispatch()
             first = time.perf_counter() - t0
-            steady = []
+            steady, queries = [], []
             for _ in range(repeats):
                 ended = cluster.finish_next()
                 TaskRun.objects.filter(handle=ended.uid).update(status=TaskStatus.SUCCEEDED)
-                t0 = time.perf_counter()
-                dispatch()
-                steady.append(time.perf_counter() - t0)
+                with CaptureQueriesContext(connection) as captured:
+                    t0 = time.perf_counter()
+                    dispatch()
+                    steady.append(time.perf_counter() - t0)
+                queries.append(len(captured.captured_queries))
     finally:
         TaskRun.objects.filter(run_id__in=ids).exclude(status=TaskStatus.SUCCEEDED).update(status=TaskStatus.CANCELLED)
         PipelineRun.objects.filter(pk__in=ids).update(status=RunStatus.CANCELLED)
     steady.sort()
-    return {"first": first, "steady": steady[len(steady) // 2]}
+    return {"first": first, "steady": steady[len(steady) // 2], "steady_queries": max(queries)}

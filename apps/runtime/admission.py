@@ -21,7 +21,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from apps.runtime.placement import Pool, Pools
+from apps.runtime.placement import Pool, Pools, runtime_name_for
 from portal.lib.resources import UNLIMITED, Resources, Shortfall, describe_need, number
 
 
@@ -32,6 +32,9 @@ class Limits:
 
     amounts: Resources = field(default_factory=lambda: Resources.of(UNLIMITED, UNLIMITED, UNLIMITED))
     sources: dict[str, str] = field(default_factory=dict)
+    # The runtime the work goes to ("local", "kubernetes"; "" when unknown): how many replicas hold a distributed
+    # template's resources may depend on it (workload.total_replicas).
+    runtime: str = ""
 
     def source(self, name: str) -> str:
         return self.sources.get(name) or _("the project's quota")
@@ -82,7 +85,7 @@ def node_limits(project, pools: Pools | None = None) -> Limits:
     for name, (total, where) in largest.items():
         if total < amounts[name]:
             amounts[name], sources[name] = total, where
-    return Limits(Resources.of(amounts["cpu"], amounts["memory"], amounts["gpu"]), sources)
+    return Limits(Resources.of(amounts["cpu"], amounts["memory"], amounts["gpu"]), sources, runtime_name_for(project))
 
 
 def too_large(request: Resources, limits: Limits, *, replicas: int = 1) -> dict[str, str]:

@@ -20,10 +20,11 @@ from apps.projects.models import Project
 from apps.projects.permissions import projects_for
 from apps.runtime import hooks
 from apps.runtime.models import Agent, Cluster, KubeWorkload, LocalWorkload, heartbeat_cutoff
+from apps.runtime.workload import demand, total_replicas
 from portal.lib.resources import Resources
 
 ACTIVE_STATES = ("pending", "running")
-SPEC_KEYS = ("spec__project", "spec__kind", "spec__resources", "spec__replicas", "spec__labels")
+SPEC_KEYS = ("spec__project", "spec__kind", "spec__resources", "spec__replicas", "spec__labels", "spec__framework")
 TASK, NOTEBOOK, SERVICE, OTHER = "task", "notebook", "service", "other"
 
 
@@ -156,17 +157,16 @@ class Holder(ResourceAmounts):
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], **place: Any) -> Holder:
-        uid, state, started_at, project, kind, resources, replicas, labels = row
+        uid, state, started_at, project, kind, resources, replicas, labels, framework = row
         resources = resources if isinstance(resources, dict) else {}
-        count = 1
-        if kind == "distributed" and isinstance(replicas, dict):
-            count = max(sum(int(_float(n)) for n in replicas.values()), 1)
+        runtime = "local" if place.get("agent_id") is not None else ""
+        count = total_replicas(kind, replicas, framework=framework or "", runtime=runtime)
         return cls(
             uid=uid,
             state=state,
             project_slug=str(project or ""),
             kind=kind or "",
-            resources=_resources(resources) * count,
+            resources=demand(_resources(resources), count),
             labels=labels if isinstance(labels, dict) else {},
             started_at=started_at,
             **place,

@@ -51,6 +51,33 @@ _NFS_RE = re.compile(r"^(?P<server>[^:/\s]+):(?P<path>/\S*)$")
 _PORT_NAME_RE = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9]|-(?!-))*(?<!-)$")
 
 
+def total_replicas(kind: str, replicas: Any, *, framework: str = "", runtime: str = "") -> int:
+    """How many replicas a workload of `kind` runs, each holding its per-replica resources: the sum over every
+    role (master + workers, chief + workers, ps + workers, ...) of a distributed one, 1 for anything else. An MPI
+    launcher is left out: on a cluster it gets no accelerators, and locally `horovodrun` stands for the workers.
+    On the local runtime (`runtime="local"`) a Spark job is one process whatever its replicas (docs/spark.md)."""
+    if kind != "distributed" or not isinstance(replicas, dict):
+        return 1
+    if framework == "spark" and runtime == "local":
+        return 1
+    counts = 0
+    for role, n in replicas.items():
+        if role == "launcher" or isinstance(n, bool):
+            continue
+        try:
+            counts += max(int(float(n)), 0)
+        except (TypeError, ValueError):
+            continue
+    return max(counts, 1)
+
+
+def demand(resources: Resources, replicas: int = 1) -> Resources:
+    """What a whole job holds: its per-replica `resources` × its replicas (`total_replicas`). The one function the
+    quota check at save, the queue, the capacity of the local runtime and the usage pages count a job's demand with
+    (a 2-replica × 4-GPU job holds 8 GPUs, as the runtimes launch it)."""
+    return resources * replicas if replicas > 1 else resources
+
+
 def _integer(value: Any, name: str, minimum: int = 0, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"{name}: not a whole number: {value!r}")

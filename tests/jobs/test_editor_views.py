@@ -362,3 +362,19 @@ def test_validate_refuses_a_spec_nested_50000_deep(alice, pipe):
 
     assert response.status_code == 400
     assert response.json() == {"valid": False, "errors": {"spec": ["Nested deeper than 100 levels."]}}
+
+
+def test_the_editor_knows_how_many_replicas_hold_a_distributed_templates_resources(alice, world):
+    python_template()
+    python_template(
+        world.project_a, slug="ddp", kind="distributed", framework="pytorch", replicas={"master": 1, "worker": 3}
+    )
+
+    response = alice.get(url("pipeline-editor-new"))
+
+    by_slug = {t["slug"]: t for t in script_data(response, "editor-data")["templates"]}
+    assert (by_slug["ddp"]["replica_count"], by_slug["py"]["replica_count"]) == (4, 1)
+    messages = script_data(response, "editor-messages")
+    assert (
+        messages["overLimitReplicas"] == "%(replicas)s replicas ask for %(total)s; the limit is %(limit)s (%(source)s)."
+    )

@@ -122,3 +122,10 @@ def test_dispatch_cost_measures_a_pass_and_leaves_no_task_waiting(owner):
     assert cost["steady"] > 0
     assert not TaskRun.objects.filter(status__in=(TaskStatus.WAITING, TaskStatus.QUEUED)).exists()
     assert TaskRun.objects.filter(run__pipeline_name="cost", status=TaskStatus.SUCCEEDED).count() == 1
+
+
+def test_a_steady_pass_makes_as_many_queries_for_600_waiting_runs_as_for_20(owner):
+    # Past the 512 plans runstate keeps, a pass once read each waiting run's spec again, one query per run.
+    few = dispatch_cost(gpus=8, queued=20, owner=owner, teams=2, repeats=1)
+    many = dispatch_cost(gpus=8, queued=600, owner=owner, teams=2, repeats=1)
+    assert many["steady_queries"] == few["steady_queries"]

@@ -28,6 +28,8 @@ from apps.projects.access import project_view
 from apps.projects.models import Project, ProjectSecret
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from apps.runtime.admission import node_limits
+from apps.runtime.placement import runtime_name_for
+from apps.runtime.workload import total_replicas
 from portal.lib import untrusted
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # a spec is small; the request limit of the site is larger for uploads
@@ -35,7 +37,7 @@ MAX_NAME_LENGTH = 100  # Pipeline.name
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]+\Z")  # Pipeline.name is a SlugField
 
 
-def template_entry(template: JobTemplate) -> dict[str, Any]:
+def template_entry(template: JobTemplate, runtime: str = "") -> dict[str, Any]:
     """A template as the palette and the node form need it: the arguments as an ordered list (jsonb does not
     keep the schema's key order) with their widget type made explicit."""
     schema = template.args_schema or {}
@@ -60,6 +62,10 @@ def template_entry(template: JobTemplate) -> dict[str, Any]:
         "kind": template.kind,
         "framework": template.framework,
         "replicas": template.replicas or {},
+        # A node of it holds its resources × this where the project's work runs.
+        "replica_count": total_replicas(
+            template.kind, template.replicas, framework=template.framework, runtime=runtime
+        ),
         "strategy": template.strategy or {},
         "own": template.project_id is not None,
     }
@@ -77,7 +83,8 @@ def palette_templates(project: Project, spec: dict[str, Any] | None) -> list[dic
             current.version,
         ):
             newest[template.slug] = template
-    entries = [{**template_entry(t), "latest": True} for t in newest.values()]
+    runtime = runtime_name_for(project)
+    entries = [{**template_entry(t, runtime), "latest": True} for t in newest.values()]
     pinned = {
         str(node.get("template"))
         for node in (spec or {}).get("nodes") or []
@@ -87,7 +94,7 @@ def palette_templates(project: Project, spec: dict[str, Any] | None) -> list[dic
     for ref in sorted(pinned - known):
         template = services.resolve_template(project, ref)
         if template is not None:
-            entries.append({**template_entry(template), "latest": False})
+            entries.append({**template_entry(template, runtime), "latest": False})
     return entries
 
 
@@ -234,6 +241,7 @@ def editor_messages() -> dict[str, str]:
         "maxLength": _("Enter at most %(limit)s characters."),
         "pattern": _("Does not match the pattern %(pattern)s."),
         "overLimit": _("The limit is %(limit)s (%(source)s)."),
+        "overLimitReplicas": _("%(replicas)s replicas ask for %(total)s; the limit is %(limit)s (%(source)s)."),
         "memory": _("Use e.g. 512Mi, 2Gi or a number of bytes."),
         "nodeName": _("Use 1–63 lowercase letters, digits, “-” or “_”, starting with a letter or digit."),
         "nameTaken": _("Another node already has this name."),

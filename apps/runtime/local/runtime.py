@@ -12,7 +12,7 @@ from apps.runtime.base import send_wakeups
 from apps.runtime.local.agent import mark_lost, running_here
 from apps.runtime.models import Agent, LocalWorkload, heartbeat_cutoff
 from apps.runtime.rows import ACTIVE, RowRuntime
-from apps.runtime.workload import Capacity, Phase, Status, Workload
+from apps.runtime.workload import Capacity, Phase, Status, Workload, demand, total_replicas
 from portal.lib.resources import Resources
 
 
@@ -96,11 +96,11 @@ class LocalRuntime(RowRuntime):
         used = Resources.none()
         # Only the keys that count, extracted by the database: a spec also holds the command and env.
         active = LocalWorkload.objects.filter(state__in=ACTIVE).values_list(
-            "spec__resources", "spec__replicas", "spec__kind"
+            "spec__resources", "spec__replicas", "spec__kind", "spec__framework"
         )
-        for res, replica_counts, kind in active:
-            replicas = max(sum(int(n) for n in (replica_counts or {}).values()), 1) if kind == "distributed" else 1
-            used += Resources.from_json(res) * replicas
+        for res, replicas, kind, framework in active:
+            count = total_replicas(kind, replicas, framework=framework or "", runtime="local")
+            used += demand(Resources.from_json(res), count)
         total = Resources.of(total.get("cpu"), total.get("memory_bytes"), total.get("gpu"))
         return Capacity.of(free=total - used, total=total)
 

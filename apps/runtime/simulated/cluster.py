@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from apps.runtime import base
 from apps.runtime.base import Runtime
-from apps.runtime.workload import Capacity, Phase, Status, Workload
+from apps.runtime.workload import Capacity, Phase, Status, Workload, demand, total_replicas
 from portal.lib.resources import Resources
 
 NAME = "simulated"
@@ -229,8 +229,7 @@ class SimulatedRuntime(Runtime):
         if cluster.duration_of is None:
             raise LookupError("the simulated cluster does not know how long workloads run")
         key, duration = cluster.duration_of(workload)
-        replicas = max(sum(workload.replicas.values()), 1) if workload.kind == "distributed" else 1
-        need = workload.resources * replicas
+        need = demand(workload.resources, total_replicas(workload.kind, workload.replicas))
         cluster.submit(workload.uid, math.ceil(need.gpu), need.cpu, int(need.memory), duration, key=key)
         return workload.uid
 

@@ -236,6 +236,12 @@ function resourceFields(node, template, ctx, take) {
   const defaults = (template && template.resources) || {};
   const limits = ctx.limits || {};
   const sources = limits.sources || {};  // what sets each limit: the project's quota, or where its tasks run
+  // A distributed template's node holds its resources once per replica: the limits apply to the total.
+  const replicas = (template && template.replica_count) || 1;
+  const over = function (each, limit, show, source) {
+    if (replicas <= 1) return fmt(m.overLimit, { limit: show(limit), source: source || "" });
+    return fmt(m.overLimitReplicas, { replicas: replicas, total: show(each * replicas), limit: show(limit), source: source || "" });
+  };
   const specs = [
     { key: "cpu", label: m.cpu, type: "number", attrs: { step: "0.1", min: "0" }, limit: limits.cpu, source: sources.cpu },
     { key: "memory", label: m.memoryLabel, type: "text", attrs: {}, limit: limits.memory_bytes, source: sources.memory_bytes, help: m.memoryHelp },
@@ -253,13 +259,13 @@ function resourceFields(node, template, ctx, take) {
       if (spec.key === "memory") {
         const bytes = memoryBytes(text);
         if (bytes === null) return { error: m.memory };
-        if (spec.limit && bytes > spec.limit) return { value: text, warn: fmt(m.overLimit, { limit: humanBytes(spec.limit), source: spec.source || "" }) };
+        if (spec.limit && bytes * replicas > spec.limit) return { value: text, warn: over(bytes, spec.limit, humanBytes, spec.source) };
         return { value: /^\d+$/.test(text) ? Number(text) : text };
       }
       if (spec.type === "number") {
         const number = Number(text);
         if (number < 0) return { error: fmt(m.atLeast, { limit: 0 }) };
-        if (spec.limit !== null && spec.limit !== undefined && number > spec.limit) return { value: number, warn: fmt(m.overLimit, { limit: spec.limit, source: spec.source || "" }) };
+        if (spec.limit !== null && spec.limit !== undefined && number * replicas > spec.limit) return { value: number, warn: over(number, spec.limit, String, spec.source) };
         return { value: number };
       }
       return { value: text };
