@@ -181,53 +181,61 @@
     box.appendChild(note);
   }
 
-  // "Explain": the same request to the service API's explain action (SHAP values from a replica; the portal adds
+  // Sends the console's request (its JSON box) to `url`; shows the status and time, and the answer pretty-printed
+  // (as sent when it is not JSON). `onAnswer(status, data)` gets a JSON answer.
+  function postRequest(form, url, output, status, onAnswer) {
+    let body;
+    try {
+      body = JSON.parse(form.elements.request.value);
+    } catch (e) {
+      output.textContent = output.dataset.msgError + " " + e.message;
+      return;
+    }
+    const started = performance.now();
+    status.textContent = "…";
+    fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify(body),
+    })
+      .then(function (response) {
+        return response.text().then(function (text) {
+          return { status: response.status, text: text };
+        });
+      })
+      .then(function (result) {
+        status.textContent = result.status + " · " + Math.round(performance.now() - started) + " ms";
+        let data;
+        try {
+          data = JSON.parse(result.text);
+        } catch (e) {
+          output.textContent = result.text;
+          return;
+        }
+        output.textContent = JSON.stringify(data, null, 2);
+        if (onAnswer) onAnswer(result.status, data);
+      })
+      .catch(function (error) {
+        status.textContent = "";
+        output.textContent = String(error);
+      });
+  }
+
+  // The Explain button: the same request to the service's explain endpoint (per-feature contributions against
   // rows of the training data as the background), drawn as bars; the whole answer goes to the response box.
   function setupExplain(form, output, status) {
     const button = form.querySelector("[data-console-explain]");
     const box = document.getElementById("console-explanation");
     if (!button || !box) return;
     button.addEventListener("click", function () {
-      let body;
-      try {
-        body = JSON.parse(form.elements.request.value);
-      } catch (e) {
-        output.textContent = output.dataset.msgError + " " + e.message;
-        return;
-      }
-      const started = performance.now();
-      status.textContent = "…";
       box.textContent = "";
-      fetch(button.dataset.url, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
-        body: JSON.stringify(body),
-      })
-        .then(function (response) {
-          return response.text().then(function (text) {
-            return { status: response.status, text: text };
-          });
-        })
-        .then(function (result) {
-          status.textContent = result.status + " · " + Math.round(performance.now() - started) + " ms";
-          let data;
-          try {
-            data = JSON.parse(result.text);
-          } catch (e) {
-            output.textContent = result.text;
-            return;
-          }
-          output.textContent = JSON.stringify(data, null, 2);
-          if (result.status !== 200 || !Array.isArray(data.rows)) return;
-          data.rows.forEach(function (row, i) {
-            drawExplainedRow(box, data, row, i);
-          });
-        })
-        .catch(function (error) {
-          status.textContent = "";
-          output.textContent = String(error);
+      postRequest(form, button.dataset.url, output, status, function (code, data) {
+        if (code !== 200 || !Array.isArray(data.rows)) return;
+        data.rows.forEach(function (row, i) {
+          drawExplainedRow(box, data, row, i);
         });
+      });
     });
   }
 
@@ -244,38 +252,7 @@
     drawSnippets(form.elements.request);
     form.addEventListener("submit", function (event) {
       event.preventDefault();
-      let body;
-      try {
-        body = JSON.parse(form.elements.request.value);
-      } catch (e) {
-        output.textContent = output.dataset.msgError + " " + e.message;
-        return;
-      }
-      const started = performance.now();
-      status.textContent = "…";
-      fetch(form.dataset.url, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
-        body: JSON.stringify(body),
-      })
-        .then(function (response) {
-          return response.text().then(function (text) {
-            return { status: response.status, text: text };
-          });
-        })
-        .then(function (result) {
-          status.textContent = result.status + " · " + Math.round(performance.now() - started) + " ms";
-          try {
-            output.textContent = JSON.stringify(JSON.parse(result.text), null, 2);
-          } catch (e) {
-            output.textContent = result.text;
-          }
-        })
-        .catch(function (error) {
-          status.textContent = "";
-          output.textContent = String(error);
-        });
+      postRequest(form, form.dataset.url, output, status);
     });
   }
 

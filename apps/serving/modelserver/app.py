@@ -157,14 +157,8 @@ class ModelServer:
             if json_size is not None:
                 content_type = OCTETS
                 extra = ((HEADER_LENGTH, str(json_size).encode()),)
-        except BadRequest as exc:
-            status, payload = 400, encode_error(str(exc))
-            metrics.errors["bad_input"] += 1
-        except _Encoded as exc:
-            status, payload = 415, encode_error(f"compressed request bodies are not taken (Content-Encoding: {exc})")
-            metrics.errors["bad_input"] += 1
-        except BodyTooLarge as exc:
-            status, payload = 413, encode_error(str(exc))
+        except (BadRequest, _Encoded, BodyTooLarge) as exc:
+            status, payload = _refused(exc)
             metrics.errors["bad_input"] += 1
         except ModelError as exc:
             status, payload = 500, encode_error(f"the model failed: {exc}")
@@ -197,14 +191,8 @@ class ModelServer:
             if request.id is not None:
                 header["id"] = request.id
             payload = orjson.dumps({**header, **document}, option=orjson.OPT_SERIALIZE_NUMPY)
-        except BadRequest as exc:
-            status, payload = 400, encode_error(str(exc))
-            metrics.errors["bad_input"] += 1
-        except _Encoded as exc:
-            status, payload = 415, encode_error(f"compressed request bodies are not taken (Content-Encoding: {exc})")
-            metrics.errors["bad_input"] += 1
-        except BodyTooLarge as exc:
-            status, payload = 413, encode_error(str(exc))
+        except (BadRequest, _Encoded, BodyTooLarge) as exc:
+            status, payload = _refused(exc)
             metrics.errors["bad_input"] += 1
         except Disconnected:
             metrics.inflight -= 1
@@ -250,6 +238,15 @@ def _header_length(scope: dict[str, Any]) -> int | None:
                 )
             found = int(value)
     return found
+
+
+def _refused(exc: Exception) -> tuple[int, bytes]:
+    """The status and body for a request that infer and explain refuse before the model sees it."""
+    if isinstance(exc, _Encoded):
+        return 415, encode_error(f"compressed request bodies are not taken (Content-Encoding: {exc})")
+    if isinstance(exc, BodyTooLarge):
+        return 413, encode_error(str(exc))
+    return 400, encode_error(str(exc))
 
 
 async def _respond(
