@@ -55,9 +55,17 @@ def training_background(service: InferenceService, names: list[str]) -> tuple[li
     return rows, found.ref
 
 
+# An Open Inference Protocol v2 request's keys (as infer takes them).
+REQUEST_KEYS = ("id", "inputs", "outputs", "parameters")
+
+
 def explain(service: InferenceService, body: Any) -> tuple[int, dict[str, Any]]:
     """The replica's answer (status, JSON document) to `body`, an OIP v2 request, with a training background added
     when it has none. Raises Unavailable."""
+    if isinstance(body, dict) and (unknown := sorted(str(key) for key in body if key not in REQUEST_KEYS)):
+        # The API's write contract (StrictFieldsMixin): a misspelt key is named, not ignored.
+        message = _("Unknown field. Fields this endpoint takes: %(known)s.") % {"known": ", ".join(REQUEST_KEYS)}
+        return 400, {key: [message] for key in unknown}
     if not isinstance(body, dict) or not isinstance(body.get("inputs"), list):
         return 400, {"error": _("The body must be a JSON object with an 'inputs' list (Open Inference Protocol v2).")}
     parameters = body.get("parameters")
