@@ -76,7 +76,7 @@ class RouterState:
         self.keepalive = settings.PORTAL_SERVING_ROUTER_KEEPALIVE_S
         self.max_body = settings.PORTAL_SERVING_ROUTER_MAX_BODY_MB << 20
         self.max_shadows = settings.PORTAL_SERVING_ROUTER_SHADOW_MAX_INFLIGHT
-        self.routes = auth.TTLCache(settings.PORTAL_SERVING_ROUTER_TABLE_TTL)
+        self.routes = auth.TTLCache(settings.PORTAL_SERVING_ROUTER_TABLE_TTL, serve_stale=False)
         self.authorizer = auth.Authorizer(settings.PORTAL_SERVING_ROUTER_AUTH_TTL)
         self.shadows: set[asyncio.Task[None]] = set()
         self.hosts: dict[str, bool] = {}

@@ -61,8 +61,11 @@ class TTLCache:
     them (so no request waits for the database on a busy key); a key unseen or older than that is loaded while
     its requests wait, all of them on a single load. One per event loop (it holds that loop's futures)."""
 
-    def __init__(self, ttl: float) -> None:
+    def __init__(self, ttl: float, serve_stale: bool = True) -> None:
         self.ttl = ttl
+        # Routes are not served stale: a route up to 2 × ttl old could name replicas that were drained and stopped
+        # (the drain outlasts one ttl, not two), and the request would fail on them.
+        self.serve_stale = serve_stale
         self._values: dict[Any, tuple[float, Any]] = {}
         self._loading: dict[Any, asyncio.Future[Any]] = {}
         self._refreshing: set[asyncio.Task[Any]] = set()
@@ -75,7 +78,7 @@ class TTLCache:
             age = time.monotonic() - entry[0]
             if age < self.ttl:
                 return entry[1]
-            if age < 2 * self.ttl:
+            if self.serve_stale and age < 2 * self.ttl:
                 if key not in self._loading:
                     loop = asyncio.get_running_loop()
                     task = loop.create_task(self._load(key, load, entry[1], self._claim(key)))
