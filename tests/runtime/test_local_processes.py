@@ -3,6 +3,7 @@ and what wait4 reports of a replica that exited or was killed."""
 
 from __future__ import annotations
 
+import resource
 import signal
 import subprocess
 import sys
@@ -56,8 +57,13 @@ def test_the_cpu_of_a_descendant_counts_for_the_tree():
         proc.wait()
 
 
+def own_peak() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def test_a_killed_replica_keeps_the_cpu_it_used_and_its_peak_memory():
-    proc = spawn("block = b'x' * (64 * 2**20)\nwhile True: pass\n")
+    size = own_peak() + 64 * 2**20  # above what a child inherits from this process (see the next test)
+    proc = spawn(f"block = b'x' * {size}\nwhile True: pass\n")
     exits = ExitWaiter([proc])
     try:
         sampler = TreeSampler(proc.pid)
@@ -69,7 +75,24 @@ def test_a_killed_replica_keeps_the_cpu_it_used_and_its_peak_memory():
     finally:
         exits.close()
     assert exits.cpu[proc.pid] >= 0.3  # exact, from wait4: not lost with the killed process
-    assert exits.peak[proc.pid] >= 64 * 2**20
+    assert exits.peak[proc.pid] >= size
+
+
+def test_a_replicas_peak_is_its_own_not_the_peak_it_inherits_from_the_agent():
+    """Linux carries a process's peak RSS across execve: a small task started by a big agent reported the agent's
+    peak as its own, and a task under a 512 MiB limit that used 20 MiB was failed as OOMKilled."""
+    held = bytearray(300 * 2**20)
+    for offset in range(0, len(held), 4096):  # resident, not only reserved
+        held[offset] = 1
+    del held
+    assert own_peak() >= 300 * 2**20
+    proc = spawn("pass")
+    exits = ExitWaiter([proc])
+    try:
+        assert exits.reap(proc) == 0
+    finally:
+        exits.close()
+    assert exits.peak[proc.pid] < 100 * 2**20  # unknown (0): the sampled peaks stand in
 
 
 def test_exit_waiter_reaps_a_replica_that_exits_and_reads_what_it_used():

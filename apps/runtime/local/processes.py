@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import select
 import shutil
 import subprocess
@@ -214,6 +215,12 @@ class TreeSampler:
         return self.charged
 
 
+def _own_peak_rss() -> int:
+    """This process's peak resident set, in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak * (1 if sys.platform == "darwin" else 1024)
+
+
 class ExitWaiter:
     """Wakes the moment one of a workload's processes exits, through their pidfds (Linux ≥ 5.3), and reaps the
     replicas itself with wait4, which tells what each used.
@@ -224,7 +231,7 @@ class ExitWaiter:
 
     Every replica is reaped here (`poll`, `reap`), never by `Popen.poll`: wait4's resource usage is exact for the
     whole life of the process and of the descendants it waited for — CPU seconds (`cpu`, by pid) and the peak
-    resident memory of the largest of them (`peak`, bytes) — where sampling once a second misses a short task
+    resident memory of the largest of them (`peak`, bytes; 0 when no more than `inherited`) — where sampling once a second misses a short task
     altogether, and it holds for a replica that was killed as well as for one that exited.
     """
 
@@ -235,6 +242,10 @@ class ExitWaiter:
         self.reaped: set[int] = set()
         self.cpu: dict[int, float] = {}
         self.peak: dict[int, int] = {}
+        # Linux keeps a process's peak RSS across execve, so a replica's wait4 peak starts at this process's own
+        # peak when it was started (measured: a /bin/true spawned by a process that once held 511 MiB reports
+        # 511 MiB). A peak up to this one says nothing about the replica: the sampled peaks stand in for it.
+        self.inherited = _own_peak_rss()
         try:
             self.fds = [os.pidfd_open(proc.pid) for proc in procs]
         except (AttributeError, OSError):  # not Linux, or an old kernel: Popen.wait below
@@ -264,7 +275,8 @@ class ExitWaiter:
             return None
         proc.returncode = os.waitstatus_to_exitcode(status)
         self.cpu[proc.pid] = usage.ru_utime + usage.ru_stime
-        self.peak[proc.pid] = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # KiB on Linux
+        peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # KiB on Linux
+        self.peak[proc.pid] = peak if peak > self.inherited else 0
         return proc.returncode
 
     def wait(self, timeout: float) -> None:
