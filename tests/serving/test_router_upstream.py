@@ -164,3 +164,28 @@ def test_the_cache_answers_stale_while_one_load_refreshes_it():
     assert fresh == 2
     assert waited == 3
     assert loads == [None, 1, 2]
+
+
+def test_routes_are_never_answered_stale():
+    """The routing table's cache: past its TTL the caller waits for the load (shared by concurrent callers), since a
+    stale table may name replicas already drained and stopped."""
+    from apps.serving.router.auth import TTLCache
+
+    async def scenario():
+        cache = TTLCache(0.2, serve_stale=False)
+        loads = []
+
+        async def load(previous):
+            loads.append(previous)
+            await asyncio.sleep(0.05)
+            return len(loads)
+
+        first = await asyncio.gather(*(cache.get("k", load) for _ in range(10)))
+        await asyncio.sleep(0.25)  # past the TTL, within two: still a fresh value, after one shared load
+        second = await asyncio.gather(*(cache.get("k", load) for _ in range(10)))
+        return first, second, loads
+
+    first, second, loads = run(scenario())
+    assert first == [1] * 10
+    assert second == [2] * 10
+    assert loads == [None, 1]
