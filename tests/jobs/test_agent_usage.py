@@ -51,7 +51,9 @@ def test_a_burst_over_the_limit_fails_even_when_the_task_ends_first(agent, proje
 
 
 def test_a_task_within_its_memory_limit_succeeds_with_its_peak_recorded(agent, project, owner):
-    fits = "block = b'x' * (64 * 2**20)\n"
+    # Held for a moment: a task shorter than the watchdog's look has no peak of its own to report (wait4's peak
+    # includes the agent's, apps/runtime/local/processes.py), so it would read 0.
+    fits = "import time\nblock = b'x' * (64 * 2**20)\ntime.sleep(1.5)\n"
     nodes = [{"name": "fits", "resources": {"memory": "512Mi"}, "args": {"code": fits}}]
     run = drive(start_run(pipeline(project, owner, nodes), owner))
     task = run.tasks.get()
