@@ -231,8 +231,8 @@ class ExitWaiter:
 
     Every replica is reaped here (`poll`, `reap`), never by `Popen.poll`: wait4's resource usage is exact for the
     whole life of the process and of the descendants it waited for — CPU seconds (`cpu`, by pid) and the peak
-    resident memory of the largest of them (`peak`, bytes; 0 when no more than `inherited`) — where sampling once a second misses a short task
-    altogether, and it holds for a replica that was killed as well as for one that exited.
+    resident memory of the largest of them (`peak`, bytes; 0 when no more than `inherited`) — where sampling once a
+    second misses a short task altogether, and it holds for a replica that was killed as well as for one that exited.
     """
 
     def __init__(self, procs: list[subprocess.Popen]) -> None:
