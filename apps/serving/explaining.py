@@ -7,6 +7,7 @@ brings its own `parameters.background`. Callers outside the portal reach the sam
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import requests
@@ -37,7 +38,7 @@ def _number(value: Any) -> float | None:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number == number and abs(number) != float("inf") else None
+    return number if math.isfinite(number) else None
 
 
 def training_background(service: InferenceService, names: list[str]) -> tuple[list[list[float]], str]:
