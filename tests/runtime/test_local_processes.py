@@ -63,9 +63,12 @@ def own_peak() -> int:
 
 def test_a_killed_replica_keeps_the_cpu_it_used_and_its_peak_memory():
     size = own_peak() + 64 * 2**20  # above what a child inherits from this process (see the next test)
-    proc = spawn(f"block = b'x' * {size}\nwhile True: pass\n")
+    code = f"block = b'x' * {size}\nprint('held', flush=True)\nwhile True: pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
     exits = ExitWaiter([proc])
     try:
+        # Killed only once the block is resident: on a busy machine 0.3 s of CPU was spent still allocating it.
+        assert proc.stdout.readline() == b"held\n"
         sampler = TreeSampler(proc.pid)
         sampler.sample()
         sample_until(sampler, 0.3)
@@ -74,6 +77,7 @@ def test_a_killed_replica_keeps_the_cpu_it_used_and_its_peak_memory():
         assert exits.reap(proc) == -signal.SIGKILL
     finally:
         exits.close()
+        proc.stdout.close()
     assert exits.cpu[proc.pid] >= 0.3  # exact, from wait4: not lost with the killed process
     assert exits.peak[proc.pid] >= size
 
