@@ -1,4 +1,4 @@
-"""Helpers the built-in task scripts share: the portal's env contract, CSV files, child processes.
+"""Helpers the built-in task scripts share: the portal's env contract, CSV files, child processes, JSON over HTTP.
 
 Standard library only, and no Django: these run inside task environments, not the portal.
 """
@@ -12,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,54 @@ class TaskError(Exception):
     def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
         self.code = code
+
+
+class HttpError(TaskError):
+    """A JSON-over-HTTP call that failed: `status` is 0 when no answer came; `error` is the answer's JSON object
+    (or {}), `detail` its text (at most 2,000 bytes), `reason` the message without the request."""
+
+    def __init__(
+        self, request: str, reason: str, status: int = 0, error: dict[str, Any] | None = None, detail: str = ""
+    ) -> None:
+        super().__init__(f"{request}: {reason}", code=1)
+        self.reason = reason
+        self.status = status
+        self.error = error or {}
+        self.detail = detail
+
+
+def call_json(
+    method: str,
+    url: str,
+    *,
+    token: str = "",
+    data: bytes | None = None,
+    content_type: str = "application/json",
+    timeout: float = 15,
+) -> Any:
+    """One request to the portal's own APIs (REST or MLflow) as the task's bearer token; the decoded JSON answer
+    ({} when empty). The one transport of the built-in tasks: standard library only, no retries (a task must never
+    hang on the portal for minutes)."""
+    request = urllib.request.Request(url, data=data, method=method)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    request.add_header("Accept", "application/json")
+    if data is not None:
+        request.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # nosec B310 (the portal's own API)
+            raw = response.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(2000).decode("utf-8", "replace").strip()
+        try:
+            error = json.loads(detail)
+        except ValueError:
+            error = {}
+        error = error if isinstance(error, dict) else {}
+        raise HttpError(f"{method} {url}", f"HTTP {exc.code}: {detail}", exc.code, error, detail) from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise HttpError(f"{method} {url}", str(getattr(exc, "reason", exc))) from None
+    return json.loads(raw) if raw else {}
 
 
 def log(message: str) -> None:

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from apps.jobs.builtin_tasks._common import TaskError
+from apps.jobs.builtin_tasks._common import HttpError, TaskError, call_json
 
 TIMEOUT = 15
 
@@ -38,28 +38,17 @@ class Tracking:
     # --- transport ------------------------------------------------------------------------------
 
     def _request(self, method: str, url: str, data: bytes | None, content_type: str) -> Any:
-        request = urllib.request.Request(url, data=data, method=method)
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        if data is not None:
-            request.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            try:
-                error = json.loads(raw)
-            except ValueError:
-                error = {"message": raw[:200].decode("utf-8", "replace")}
+            return call_json(method, url, token=self.token, data=data, content_type=content_type, timeout=TIMEOUT)
+        except HttpError as exc:
+            if not exc.status:
+                raise TrackingError(str(exc)) from None
+            error = exc.error or {"message": exc.detail[:200]}
             raise TrackingError(
-                f"{method} {url}: {exc.code} {error.get('error_code', '')} {error.get('message', '')}".strip(),
+                f"{method} {url}: {exc.status} {error.get('error_code', '')} {error.get('message', '')}".strip(),
                 error.get("error_code", ""),
-                exc.code,
+                exc.status,
             ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise TrackingError(f"{method} {url}: {exc}") from None
-        return json.loads(body) if body else {}
 
     def call(self, method: str, endpoint: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.uri}/api/2.0/mlflow/{endpoint}"

@@ -13,12 +13,21 @@ import argparse
 import json
 import os
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
-from apps.jobs.builtin_tasks._common import TaskError, fail, flag, input_dirs, log, output_dir, parser, write_json
+from apps.jobs.builtin_tasks._common import (
+    HttpError,
+    TaskError,
+    call_json,
+    fail,
+    flag,
+    input_dirs,
+    log,
+    output_dir,
+    parser,
+    write_json,
+)
 
 TIMEOUT = 15
 POLL_SECONDS = 2.0
@@ -73,20 +82,10 @@ class Api:
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # nosec B310 (the portal's own API)
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(2000).decode("utf-8", "replace").strip()
-            raise TaskError(f"{method} {path}: HTTP {exc.code}: {detail}", 1) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise TaskError(f"{method} {path}: {getattr(exc, 'reason', exc)}", 1) from None
-        return json.loads(raw) if raw else {}
+            return call_json(method, self.base + path, token=self.token, data=data, timeout=TIMEOUT)
+        except HttpError as exc:
+            raise TaskError(f"{method} {path}: {exc.reason}", 1) from None
 
 
 def find_service(api: Api, project: str, name: str) -> dict[str, Any] | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import re
@@ -27,7 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from apps.jobs.builtin_tasks import _llm
-from apps.jobs.builtin_tasks._common import TaskError, fail, flag, log, output_dir, parser, write_json
+from apps.jobs.builtin_tasks._common import (
+    HttpError,
+    TaskError,
+    call_json,
+    fail,
+    flag,
+    log,
+    output_dir,
+    parser,
+    write_json,
+)
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 JOIN_SECONDS = 300  # for every replica to join (loading the model comes after)
@@ -120,15 +129,12 @@ def dataset_label(folder: Path) -> tuple[str, str]:
     if not (url and token and project):
         return digest, ""
     import urllib.parse
-    import urllib.request
 
     query = urllib.parse.urlencode({"project": project, "digest": digest})
-    request = urllib.request.Request(f"{url.rstrip('/')}/dataset-versions/?{query}")
-    request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            found = json.loads(response.read()).get("results", [])
-    except (OSError, ValueError):
+        found = call_json("GET", f"{url.rstrip('/')}/dataset-versions/?{query}", token=token, timeout=10)
+        found = found.get("results", [])
+    except (HttpError, ValueError, AttributeError):
         return digest, ""
     return digest, (found[0].get("ref") or "") if found else ""
 
