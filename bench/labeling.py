@@ -137,6 +137,9 @@ def main() -> None:
     if not (LS_VENV / "bin" / "label-studio").exists():
         sys.exit(f"no Label Studio venv at {LS_VENV}: run `make labelstudio-env`")
 
+    # One page of annotated tasks can take Label Studio more than the portal's 30 s on a loaded host: a bench
+    # measures, so it waits as long as the SDK script does.
+    os.environ.setdefault("LABEL_STUDIO_TIMEOUT", "600")
     var = prepare("labeling")
     local = launch.LocalServer(
         venv=LS_VENV, data_dir=var / "labelstudio", port=_free_port(), email="bench@labelstudio.local",
