@@ -1,6 +1,7 @@
-"""Scheduling quality at cluster scale (issue #31, first part): a generated GPU job trace replayed on a simulated
-cluster (apps/runtime/simulated/) by FIFO (the baseline) and by the portal's own dispatcher in the loop
-(apps/jobs/simulation.py), then what one dispatch pass costs as the cluster and the queue grow. docs/scheduling.md.
+"""Scheduling quality at cluster scale (issue #31): a generated GPU job trace replayed on a simulated cluster
+(apps/runtime/simulated/) by FIFO (the baseline) and by the portal's own dispatcher in the loop under each queue
+policy (apps/jobs/simulation.py, apps/jobs/queue_policy.py), then what one dispatch pass costs as the cluster and
+the queue grow. docs/scheduling.md.
 
     .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 600] [--load 1.1] [--teams 8] [--seed 1]
         [--trace FILE.csv] [--policies greedy,backfill] [--cost-gpus 64,512] [--cost-queued 1000,10000]

@@ -214,7 +214,8 @@ def _place(task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pool
     need = task_demand(task.resources, task.replicas)
     # A waiting reason is stored and shown to everyone as written: English, whoever's request ran the pass (i18n.md).
     with translation.override("en"):
-        replica = Resources.from_json(task.resources)
+        # Under "backfill", all its replicas must fit on the nodes the runtime reports (gang); else the pool's total.
+        replica = Resources.from_json(task.resources) if queue_policy.current() == "backfill" else None
         admission = admit(
             run.project, need, in_use=per_project[run.project_id], pools=pools, replica=replica, replicas=task.replicas
         )

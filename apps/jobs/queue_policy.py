@@ -1,7 +1,7 @@
 """The queue's policy (docs/scheduling.md): in what order waiting tasks are tried, and when one may pass the task at
 the head of the queue. `PORTAL_QUEUE_POLICY` chooses:
 
-- "backfill" (the default): order by effective priority — the run's priority raised by one level per
+- "backfill": order by effective priority — the run's priority raised by one level per
   `PORTAL_QUEUE_AGING_SECONDS` waited, at most `PORTAL_QUEUE_AGING_MAX` levels (aging: no task waits forever behind a
   stream of higher-priority ones) — then by the project's dominant share of its quota (fair share: among equal
   priorities, the project holding the least of its quota goes first), then by age. The first task that cannot start
@@ -9,8 +9,10 @@ the head of the queue. `PORTAL_QUEUE_POLICY` chooses:
   declared ends (their timeouts; `PORTAL_QUEUE_DEFAULT_ESTIMATE` seconds for one without). A task behind it may
   start only if it does not delay that time: it ends before it (by its own timeout), or it fits in what is left at
   that time beside the head (EASY backfill, Lifka 1995).
-- "greedy" (the dispatcher before issue #31's second part): order by priority, then age, and start every task that
-  fits; a large task waits while smaller ones keep taking the room it needs. Kept for comparison (bench/scheduling.py).
+  Admission checks the nodes the runtime reports: all of a task's replicas fit on them now, or none starts (gang).
+- "greedy" (the default; the dispatcher before issue #31's second part): order by priority, then age, and start every
+  task that fits in its pool's total; a large task waits while smaller ones keep taking the room it needs. It stays
+  the default until the bench shows "backfill" at least as good on every count (docs/scheduling.md).
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ POLICIES = ("backfill", "greedy")
 
 
 def current() -> str:
-    """The policy the queue follows now ("backfill" or "greedy")."""
-    name = getattr(settings, "PORTAL_QUEUE_POLICY", "backfill")
-    return name if name in POLICIES else "backfill"
+    """The policy the queue follows now ("backfill" or "greedy"; an unknown name is "greedy")."""
+    name = getattr(settings, "PORTAL_QUEUE_POLICY", "greedy")
+    return name if name in POLICIES else "greedy"
 
 
 def effective_priority(priority: int, waited_seconds: float) -> int:

@@ -115,6 +115,16 @@ def test_among_equal_priorities_the_project_holding_less_of_its_quota_goes_first
     assert (greedy[3], greedy[4]) == (120, 180)
 
 
+def test_the_queue_stays_greedy_unless_backfill_is_chosen(settings):
+    from apps.jobs.queue_policy import current
+
+    assert current() == "greedy"
+    settings.PORTAL_QUEUE_POLICY = "backfill"
+    assert current() == "backfill"
+    settings.PORTAL_QUEUE_POLICY = "fastest"
+    assert current() == "greedy"
+
+
 def _at(seconds: float):
     from datetime import timedelta
 
