@@ -1,9 +1,10 @@
-"""Scheduling quality at cluster scale (issue #31, first part): a generated GPU job trace replayed on a simulated
-cluster (apps/runtime/simulated/) by FIFO (the baseline) and by the portal's own dispatcher in the loop
-(apps/jobs/simulation.py), then what one dispatch pass costs as the cluster and the queue grow. docs/scheduling.md.
+"""Scheduling quality at cluster scale (issue #31): a generated GPU job trace replayed on a simulated cluster
+(apps/runtime/simulated/) by FIFO (the baseline) and by the portal's own dispatcher in the loop under each queue
+policy (apps/jobs/simulation.py, apps/jobs/queue_policy.py), then what one dispatch pass costs as the cluster and
+the queue grow. docs/scheduling.md.
 
     .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 600] [--load 1.1] [--teams 8] [--seed 1]
-        [--trace FILE.csv] [--cost-gpus 64,512] [--cost-queued 1000,10000]
+        [--trace FILE.csv] [--policies greedy,backfill] [--cost-gpus 64,512] [--cost-queued 1000,10000]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override;
      BENCH_DATABASE_URL=sqlite:///… for SQLite)
 """
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--teams", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace", help="replay this CSV trace instead of a generated one (quotas: none)")
+    parser.add_argument("--policies", default="greedy,backfill", help="queue policies replayed (PORTAL_QUEUE_POLICY)")
     parser.add_argument("--cost-gpus", default="64,512")
     parser.add_argument("--cost-queued", default="1000,10000")
     args = parser.parse_args()
@@ -60,8 +62,11 @@ def main() -> None:
     load_before = os.getloadavg()
     fifo_cluster = SimCluster(nodes, 8)
     summaries = [summarise(replay(trace, fifo_cluster, Fifo(fifo_cluster)))]
-    outcome, policy = replay_portal(trace, SimCluster(nodes, 8), owner)
-    summaries.append(summarise(outcome))
+    deciders = []
+    for name in args.policies.split(","):
+        outcome, decider = replay_portal(trace, SimCluster(nodes, 8), owner, policy=name)
+        summaries.append(summarise(outcome))
+        deciders.append(decider)
 
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     ones = sum(1 for j in trace.jobs if j.gpus == 1) / len(trace.jobs)
@@ -88,14 +93,16 @@ def main() -> None:
         print(f"{'(quota, GPUs)':<30}{quota_row}")
         for s in summaries:
             print(f"{s.label:<30}" + "".join(f"{s.quota_share.get(p, 0):>9.0%}" for p in projects))
-    print(f"\nportal dispatcher: {policy.passes} advances (each with its dispatch pass), "
-          f"{policy.pass_seconds / max(policy.passes, 1) * 1000:.1f} ms each on average")  # fmt: skip
+    print()
+    for d in deciders:
+        print(f"{d.label}: {d.passes} advances (each with its dispatch pass), "
+              f"{d.pass_seconds / max(d.passes, 1) * 1000:.1f} ms each on average")  # fmt: skip
 
     print("\nCost of one dispatch pass (1-GPU tasks waiting, 8 projects with quotas)")
     print(f"{'GPUs':>6}{'queued':>9}{'first pass':>12}{'steady pass':>13}{'per queued task':>17}{'queries':>9}")
     for gpus in (int(g) for g in args.cost_gpus.split(",")):
         for queued in (int(q) for q in args.cost_queued.split(",")):
-            cost = dispatch_cost(gpus=gpus, queued=queued, owner=owner)
+            cost = dispatch_cost(gpus=gpus, queued=queued, owner=owner)  # the default policy (settings)
             print(f"{gpus:>6}{queued:>9}{cost['first']:>11.2f}s{cost['steady'] * 1000:>10.0f} ms"
                   f"{cost['steady'] / queued * 1e6:>14.0f} µs{cost['steady_queries']:>9}")  # fmt: skip
     loads = " ".join(f"{v:.2f}" for v in load_before), " ".join(f"{v:.2f}" for v in os.getloadavg())

@@ -267,6 +267,15 @@ PORTAL_ALLOW_PROJECT_CREATION = envbool("PORTAL_ALLOW_PROJECT_CREATION", True)
 
 # --- Runtime --------------------------------------------------------------------------------------
 PORTAL_RUNTIME = envstr("PORTAL_RUNTIME", "local")
+# The queue's policy (apps/jobs/queue_policy.py, docs/scheduling.md): "greedy" (start whatever fits, in priority order:
+# the default, as before issue #31) or "backfill" (a reservation for the head task, aging, fair share among projects,
+# gang admission on nodes; not the default: bench/scheduling.py does not show it at least as good yet).
+PORTAL_QUEUE_POLICY = envstr("PORTAL_QUEUE_POLICY", "greedy")
+# Aging: a waiting task's priority rises one level per this many seconds waited (0: never), by at most _MAX levels.
+PORTAL_QUEUE_AGING_SECONDS = envint("PORTAL_QUEUE_AGING_SECONDS", 3600)
+PORTAL_QUEUE_AGING_MAX = envint("PORTAL_QUEUE_AGING_MAX", 3)
+# How long a task without a timeout is expected to run, for reservations (seconds).
+PORTAL_QUEUE_DEFAULT_ESTIMATE = envint("PORTAL_QUEUE_DEFAULT_ESTIMATE", 24 * 3600)
 # The portal's own image: what "{portal}" in a template's image means (the built-in tasks need the portal's code).
 PORTAL_IMAGE = envstr("PORTAL_IMAGE", "mlops-portal:dev")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone, translation
 
-from apps.jobs import sparkui
+from apps.jobs import queue_policy, sparkui
 from apps.jobs.args import to_cli_args
 from apps.jobs.diagnosis import Facts, diagnose
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
@@ -76,14 +77,24 @@ def dispatch(
         in_flight: dict[int, set[int]] = defaultdict(set)
         per_run: dict[int, int] = defaultdict(int)
         counted = any(_limited(t) for t in waiting)
-        active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values(
-            "run_id", "run__project_id", "resources", "replicas"
-        )
-        for row in active if counted else ():
-            per_project[row["run__project_id"]] += task_demand(row["resources"], row["replicas"])
+        backfill = queue_policy.current() == "backfill"
+        # What the active tasks hold and, for reservations, when each is expected to end: by runtime (a pool's
+        # reservation counts every task of its runtime: the rows do not say which cluster) and by project (its quota).
+        running: dict[Any, list] = defaultdict(list)
+        fields = ["run_id", "run__project_id", "resources", "replicas"]
+        fields += ["runtime", "queued_at", "started_at", "ends_by"] if backfill else []
+        active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values(*fields)
+        for row in active if counted or backfill else ():
+            holds = task_demand(row["resources"], row["replicas"])
+            per_project[row["run__project_id"]] += holds
             tasks_of[row["run__project_id"]] += 1
             per_run[row["run_id"]] += 1
             in_flight[row["run__project_id"]].add(row["run_id"])
+            if backfill:
+                since = row["started_at"] or row["queued_at"]
+                end = queue_policy.estimated_end(row["ends_by"], since, now)
+                running[row["runtime"]].append((end, holds))
+                running[queue_policy.quota_scope(row["run__project_id"])].append((end, holds))
         # A run is in flight from its first task's start to its end, also while none of its tasks is active (between
         # two nodes, or a retry waiting for its backoff): it keeps its slot, which a new run must not take.
         if by_runs := {t.run.project_id for t in waiting if _run_limit(t) is not None}:
@@ -95,11 +106,32 @@ def dispatch(
         # Notebooks and model servers hold quota too (not a task slot): a node waits while they hold its share.
         for project_id, usage in (held({t.run.project_id for t in waiting if _limited(t)}) if counted else {}).items():
             per_project[project_id] += usage
+        plan = queue_policy.Backfill(now, running) if backfill else None
+        if plan is not None:
+            waiting.sort(key=lambda t: queue_policy.order_key(t, now, per_project))
+        timeouts = _Timeouts(waiting)
         chosen: list[tuple[TaskRun, Pool]] = []
         for task in waiting:
             if task.not_before and task.not_before > now:
                 continue
-            reason, pool = _place(task, per_project, tasks_of, in_flight, per_run, pools)
+            need = task_demand(task.resources, task.replicas)
+            reason, pool, short_of = _place(task, per_project, tasks_of, in_flight, per_run, pools)
+            if plan is not None:
+                project = task.run.project
+                quota = queue_policy.quota_scope(project.pk)
+                if pool is None and short_of == "room" and (first := pools.of(project)):
+                    gang = _spans_nodes(task, pools, first[0])
+                    plan.reserve(first[0].runtime, task, need, pools.free(first[0])[0], whole_nodes=gang)
+                if pool is None and short_of and getattr(project, "quota", None) is not None:
+                    # Its share of the quota too (free now when it waits for room): its own project's later tasks
+                    # must not take it meanwhile.
+                    plan.reserve(quota, task, need, project.quota.limits - per_project[project.pk], now_too=True)
+                elif pool is not None:
+                    seconds = timeouts.of(task)
+                    if holder := plan.blocker([pool.runtime, quota], need, seconds):
+                        reason, pool = holder.waiting, None
+                    else:
+                        plan.started([pool.runtime, quota], need, seconds)
             if pool is None:
                 if task.waiting_reason != reason:
                     task.waiting_reason = reason
@@ -108,8 +140,7 @@ def dispatch(
                 continue
             chosen.append((task, pool))
             changed[task.run_id][task.node] = task
-            need = task_demand(task.resources, task.replicas)
-            pools.take(pool, need)
+            pools.take(pool, need, Resources.from_json(task.resources), task.replicas)
             per_project[task.run.project_id] += need
             tasks_of[task.run.project_id] += 1
             per_run[task.run_id] += 1
@@ -172,19 +203,54 @@ def _run_limit(task: TaskRun) -> int | None:
     return quota.concurrent_runs if quota is not None else None
 
 
-def _place(task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pools) -> tuple[str, Pool | None]:
-    """The pool the task goes to now, or why it waits (the first pool's reason when none has room)."""
+def _place(task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pools) -> tuple[str, Pool | None, str]:
+    """The pool the task goes to now, or why it waits (the first pool's reason when none has room), and what it is
+    short of: "room", "quota" (its project's resources quota), or "" (it may start, or waits for a count: parallelism,
+    concurrent runs or tasks)."""
     reason = _over_counts(task, tasks_of, in_flight, per_run)
     if reason:
-        return reason, None
+        return reason, None, ""
     run = task.run
     need = task_demand(task.resources, task.replicas)
     # A waiting reason is stored and shown to everyone as written: English, whoever's request ran the pass (i18n.md).
     with translation.override("en"):
-        admission = admit(run.project, need, in_use=per_project[run.project_id], pools=pools)
+        # Under "backfill", all its replicas must fit on the nodes the runtime reports (gang); else the pool's total.
+        replica = Resources.from_json(task.resources) if queue_policy.current() == "backfill" else None
+        admission = admit(
+            run.project, need, in_use=per_project[run.project_id], pools=pools, replica=replica, replicas=task.replicas
+        )
         if admission.pool is None:
-            return admission.refusal.waiting, None
-    return "", admission.pool
+            return admission.refusal.waiting, None, "room" if admission.shortfall is None else "quota"
+    return "", admission.pool, ""
+
+
+def _spans_nodes(task: TaskRun, pools: Pools, pool: Pool) -> bool:
+    """Whether the task's replicas need more than one node of the pool (where it reports its nodes)."""
+    _free, capacity = pools.free(pool)
+    if capacity is None or not capacity.nodes:
+        return False
+    largest = max(room.total.gpu for room in capacity.nodes)
+    replica = Resources.from_json(task.resources)
+    return task.replicas > 1 or replica.gpu > largest
+
+
+class _Timeouts:
+    """The declared timeout of a waiting task (its node's, else its template's; None: none), for backfill: the
+    templates' are read once per pass, when first needed."""
+
+    def __init__(self, waiting: list[TaskRun]) -> None:
+        self.waiting = waiting
+        self.templates: dict[int, int | None] | None = None
+
+    def of(self, task: TaskRun) -> float | None:
+        node = plan_of(task.run).nodes[task.node]
+        if node.get("timeout"):
+            return float(node["timeout"])
+        if self.templates is None:
+            ids = {plan_of(t.run).nodes[t.node].get("template_id") for t in self.waiting}
+            self.templates = dict(JobTemplate.objects.filter(pk__in=ids - {None}).values_list("pk", "timeout"))
+        timeout = self.templates.get(node.get("template_id"))
+        return float(timeout) if timeout else None
 
 
 def _over_counts(task: TaskRun, tasks_of, in_flight, per_run) -> str:
@@ -428,10 +494,11 @@ def _submit(chosen: list[tuple[TaskRun, Pool]], now, known_outputs: dict[tuple[i
             task.api_token_id = task.api_token.pk
     for runtime_name, group in by_runtime.items():
         handles = get_runtime(runtime_name).submit_many([built for _task, built in group])
-        for (task, _built), handle in zip(group, handles, strict=True):
+        for (task, built), handle in zip(group, handles, strict=True):
             task.handle, task.runtime = handle, runtime_name
             task.status, task.queued_at, task.waiting_reason = TaskStatus.QUEUED, now, ""
-    fields = ["handle", "runtime", "status", "queued_at", "waiting_reason", "output_dir", "api_token"]
+            task.ends_by = now + timedelta(seconds=built.timeout) if built.timeout else None
+    fields = ["handle", "runtime", "status", "queued_at", "waiting_reason", "output_dir", "api_token", "ends_by"]
     if len(tasks) == 1:  # the common case; bulk_update's CASE expressions cost more than they save here
         tasks[0].save(update_fields=fields)
     else:

@@ -365,6 +365,9 @@ class TaskRun(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When its timeout runs out, counted from its hand-over to the runtime: the queue's estimate of its end, from
+    # which it reserves room for the task at the head (apps/jobs/queue_policy.py). None: no timeout.
+    ends_by = models.DateTimeField(null=True, blank=True)
 
     tenant_path = "run__project"
 

@@ -5,17 +5,28 @@ priorities, waiting reasons, what starts — against the simulated runtime. For 
 Submissions are what `start_spec_run` does minus its outbox kick (no Celery in a replay): a run frozen from a spec
 like any other, then `advance_run`, which creates the task and dispatches. A completion is a runtime event:
 `advance_run(run, task)` as the agent or the Kubernetes controller would call it.
+
+The portal's clock is the cluster's for the length of a replay (`virtual_clock`): every time it records (a task's
+creation, hand-over, start, end, declared end) and every time the queue compares (aging, reservations) is virtual.
+Each job declares its trace duration, rounded up to a whole minute, as its node's timeout: the estimate that a
+reservation is computed from (a trace has no estimates of its own; users' real ones are coarser).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import math
 import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 from django.db import connection, transaction
 from django.db.models import Max
-from django.test.utils import CaptureQueriesContext
+from django.test.utils import CaptureQueriesContext, override_settings
+from django.utils import timezone
 
 from apps.jobs import orchestrator
 from apps.jobs.dispatcher import dispatch
@@ -28,6 +39,19 @@ from apps.runtime.simulated.traces import Job, Trace
 from apps.runtime.workload import Workload
 
 TEMPLATE = "sim-gpu"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # the portal's time at a replay's time 0
+LABELS = {"greedy": "portal dispatcher (previous)", "backfill": "portal dispatcher (backfill)"}
+
+
+@contextlib.contextmanager
+def virtual_clock(cluster: SimCluster) -> Iterator[None]:
+    """`django.utils.timezone.now()` is EPOCH + the cluster's clock for the block."""
+
+    def now() -> datetime:
+        return EPOCH + timedelta(seconds=cluster.now)
+
+    with mock.patch("django.utils.timezone.now", now):
+        yield
 
 
 def prepare(trace: Trace, owner: Any) -> dict[str, Project]:
@@ -52,16 +76,16 @@ def job_spec(base: dict[str, Any], job: Job) -> dict[str, Any]:
     spec = copy.deepcopy(base)
     spec["priority"] = job.priority
     spec["nodes"][0]["resources"] = {"cpu": job.cpus, "memory": job.memory, "gpu": job.gpus}
+    spec["nodes"][0]["timeout"] = math.ceil(job.duration / 60) * 60
     return spec
 
 
 class PortalDispatcher:
     """The portal's orchestrator and dispatcher as a replay policy. Use inside `simulated_runtime(cluster)`."""
 
-    label = "portal dispatcher (current)"
-
-    def __init__(self, cluster: SimCluster, trace: Trace, owner: Any) -> None:
+    def __init__(self, cluster: SimCluster, trace: Trace, owner: Any, policy: str = "backfill") -> None:
         self.cluster, self.owner = cluster, owner
+        self.label = LABELS[policy]
         self.projects = prepare(trace, owner)
         self.specs = {name: frozen_spec(project) for name, project in self.projects.items()}
         self.numbers = {
@@ -85,7 +109,7 @@ class PortalDispatcher:
         self.numbers[job.project] += 1
         run = PipelineRun.objects.create(
             project=project, created_by=self.owner, number=self.numbers[job.project], pipeline_name="sim",
-            spec=job_spec(self.specs[job.project], job), priority=job.priority,
+            spec=job_spec(self.specs[job.project], job), priority=job.priority, created_at=timezone.now(),
         )  # fmt: skip
         self.job_of_run[run.pk] = job
         self._timed(orchestrator.advance_run, run.pk)
@@ -101,13 +125,14 @@ class PortalDispatcher:
         self.passes += 1
 
 
-def replay_portal(trace: Trace, cluster: SimCluster, owner: Any):
-    """`replay` with the portal's dispatcher; returns (outcome, policy)."""
+def replay_portal(trace: Trace, cluster: SimCluster, owner: Any, policy: str = "backfill"):
+    """`replay` with the portal's dispatcher following the queue policy `policy` (PORTAL_QUEUE_POLICY: "backfill",
+    "greedy"), on the cluster's clock; returns (outcome, policy)."""
     from apps.runtime.simulated.replay import replay
 
-    with simulated_runtime(cluster):
-        policy = PortalDispatcher(cluster, trace, owner)
-        return replay(trace, cluster, policy), policy
+    with simulated_runtime(cluster), virtual_clock(cluster), override_settings(PORTAL_QUEUE_POLICY=policy):
+        decider = PortalDispatcher(cluster, trace, owner, policy)
+        return replay(trace, cluster, decider), decider
 
 
 def dispatch_cost(*, gpus: int, queued: int, owner: Any, teams: int = 8, repeats: int = 3) -> dict[str, float]:

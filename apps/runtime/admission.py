@@ -139,11 +139,14 @@ def admit(
     in_use: Resources | None,
     pools: Pools,
     usable: Callable[[Pool], Refusal | None] | None = None,
+    replica: Resources | None = None,
+    replicas: int = 1,
 ) -> Admission:
     """Whether `request` may start now: within the project's quota after `in_use` (what the project holds), and
     in the first pool of its runtime with room (free capacity as `pools` has it in this pass; the caller debits
     the pool it uses with `pools.take`). `usable(pool)`: a refusal of the caller's own for a pool (a notebook needs
-    the cluster's work volume claim)."""
+    the cluster's work volume claim). `replica` (× `replicas` = `request`): where the pool reports its nodes, all
+    the replicas must fit on them now (a gang: all or none), not only in its total."""
     quota = getattr(project, "quota", None)
     if quota is not None:
         shortfalls = quota.what_would_exceed(request, in_use)
@@ -159,14 +162,16 @@ def admit(
         return Admission(refusal=refusal, refusals=[refusal])
     refusals = []
     for pool in candidates:
-        refusal = (usable(pool) if usable else None) or _no_room(request, pool, pools)
+        refusal = (usable(pool) if usable else None) or _no_room(request, pool, pools, replica, replicas)
         if refusal is None:
             return Admission(pool=pool)
         refusals.append(refusal)
     return Admission(refusal=refusals[0], refusals=refusals)
 
 
-def _no_room(request: Resources, pool: Pool, pools: Pools) -> Refusal | None:
+def _no_room(
+    request: Resources, pool: Pool, pools: Pools, replica: Resources | None = None, replicas: int = 1
+) -> Refusal | None:
     if request.is_none:  # needs nothing: the cheaper question of whether the pool takes work at all
         return None if pools.ready(pool) else unavailable(pool)
     free, capacity = pools.free(pool)
@@ -180,6 +185,17 @@ def _no_room(request: Resources, pool: Pool, pools: Pools) -> Refusal | None:
             why = _("%(free)s of %(total)s free on %(where)s") % {
                 "free": number(name, left), "total": number(name, capacity.total.amount(name)), "where": pool.label,
             }  # fmt: skip
+        return Refusal(describe_need(name, request.amount(name)), why)
+    if replica is not None and pools.placement(pool, replica, replicas) is None:
+        name = next((n for n in ("gpu", "cpu", "memory") if request.amount(n)), "cpu")
+        if replicas > 1:
+            why = _("free in total on %(where)s, but not on nodes that take all %(n)d replicas at once") % {
+                "where": pool.label, "n": replicas,
+            }  # fmt: skip
+        else:
+            why = _("free in total on %(where)s, but on no node (or whole idle nodes) that takes it") % {
+                "where": pool.label
+            }
         return Refusal(describe_need(name, request.amount(name)), why)
     return None
 

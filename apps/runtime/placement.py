@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from apps.runtime.base import Runtime, get_runtime
-from apps.runtime.workload import Capacity
+from apps.runtime.workload import Capacity, NodeRoom, place_replicas
 from portal.lib.resources import Resources
 
 
@@ -50,6 +50,7 @@ class Pools:
         self._by_project: dict[int, list[Pool]] = {}
         self._free: dict[Pool, Resources | None] = {}
         self._capacity: dict[Pool, Capacity | None] = {}
+        self._nodes: dict[Pool, list[NodeRoom]] = {}  # free per node, where the runtime reports its nodes
 
     def of(self, project) -> list[Pool]:
         if project.pk not in self._by_project:
@@ -78,9 +79,22 @@ class Pools:
             capacity = runtime.capacity(cluster=pool.cluster) if pool.cluster else runtime.capacity()
             self._capacity[pool] = capacity
             self._free[pool] = capacity.free if capacity else None
+            self._nodes[pool] = list(capacity.nodes) if capacity else []
         return self._capacity[pool] is not None
 
-    def take(self, pool: Pool, need: Resources) -> None:
+    def placement(self, pool: Pool, replica: Resources, count: int) -> list[tuple[int, Resources]] | None:
+        """Where `count` replicas of `replica` would go on the pool's nodes in this pass, all or none; [] when the
+        runtime does not report its nodes (only the pool's total is known)."""
+        self._load(pool)
+        nodes = self._nodes.get(pool) or []
+        return place_replicas(nodes, replica, count) if nodes else []
+
+    def take(self, pool: Pool, need: Resources, replica: Resources | None = None, count: int = 1) -> None:
+        """Debit `need` (`count` replicas of `replica`, placed on its nodes where they are known) from the pool."""
         free = self._free.get(pool)
         if free is not None:
             self._free[pool] = free - need
+        nodes = self._nodes.get(pool)
+        if nodes and replica is not None:
+            for i, part in place_replicas(nodes, replica, count) or ():
+                nodes[i] = NodeRoom(nodes[i].free - part, nodes[i].total)

@@ -326,8 +326,17 @@ class Status:
 
 
 @dataclass(frozen=True)
+class NodeRoom:
+    """One node of a runtime: what is free on it now, and what it has."""
+
+    free: Resources
+    total: Resources
+
+
+@dataclass(frozen=True)
 class Capacity:
-    """What the runtime can still take: free now, and the total it has."""
+    """What the runtime can still take: free now, and the total it has; per node where the runtime knows its nodes
+    (a cluster's inventory, the simulated cluster), so that the queue admits a task only where all its replicas fit."""
 
     cpu: float
     memory_bytes: int
@@ -335,9 +344,10 @@ class Capacity:
     total_cpu: float
     total_memory_bytes: int
     total_gpu: float
+    nodes: tuple[NodeRoom, ...] = field(default=(), compare=False)
 
     @classmethod
-    def of(cls, *, free: Resources, total: Resources) -> Capacity:
+    def of(cls, *, free: Resources, total: Resources, nodes: tuple[NodeRoom, ...] = ()) -> Capacity:
         return cls(
             cpu=free.cpu,
             memory_bytes=int(free.memory),
@@ -345,6 +355,7 @@ class Capacity:
             total_cpu=total.cpu,
             total_memory_bytes=int(total.memory),
             total_gpu=total.gpu,
+            nodes=tuple(nodes),
         )
 
     @property
@@ -354,3 +365,33 @@ class Capacity:
     @property
     def total(self) -> Resources:
         return Resources.of(self.total_cpu, self.total_memory_bytes, self.total_gpu)
+
+
+def place_replicas(nodes: list[NodeRoom], replica: Resources, count: int) -> list[tuple[int, Resources]] | None:
+    """Where `count` replicas of `replica` go on `nodes`, all or none (a gang): each on the first node with room for
+    it, and one larger than any node (more GPUs than a node has) on as many whole idle nodes as its GPUs fill, its
+    CPU and memory split over them — as the simulated cluster places it. A list of (node index, what it takes there);
+    None when they do not all fit. `nodes` is not changed."""
+    free = [n.free for n in nodes]
+    idle = [not n.total.exceeded_by(n.free) and not n.free.exceeded_by(n.total) for n in nodes]
+    largest = max((n.total.gpu for n in nodes), default=0)
+    placed: list[tuple[int, Resources]] = []
+    for _ in range(count):
+        if replica.gpu > largest > 0:
+            spread = -(-int(replica.gpu) // int(largest))
+            whole = [i for i, is_idle in enumerate(idle) if is_idle][:spread]
+            if len(whole) < spread:
+                return None
+            part = Resources.of(replica.cpu / spread, replica.memory // spread, largest)
+            for i in whole:
+                placed.append((i, part))
+                free[i], idle[i] = free[i] - part, False
+            continue
+        for i, room in enumerate(free):
+            if not room.exceeded_by(replica):
+                placed.append((i, replica))
+                free[i], idle[i] = room - replica, False
+                break
+        else:
+            return None
+    return placed

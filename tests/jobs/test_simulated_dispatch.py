@@ -91,15 +91,16 @@ def test_the_dispatcher_waits_for_quota_and_follows_priority(owner):
     assert not waiting.exists()  # cleared when they started
 
 
-def test_the_current_dispatcher_lets_small_jobs_pass_a_large_one(owner):
-    # What FIFO would not do (and what starves large jobs, docs/scheduling.md): job 2 (8 GPUs) waits for the whole node
-    # while job 3 (1 GPU), submitted after it, starts at once in the room left.
-    jobs = [Job(1, 0, "a", 4, 1, 0, 100), Job(2, 1, "a", 8, 1, 0, 10), Job(3, 2, "a", 1, 1, 0, 10)]
+def test_the_greedy_policy_lets_small_jobs_pass_a_large_one(owner):
+    # The queue before reservations (PORTAL_QUEUE_POLICY=greedy), what FIFO would not do and what starves large jobs
+    # (docs/scheduling.md): job 2 (8 GPUs) waits for the whole node while job 3 (1 GPU, long), submitted after it,
+    # starts at once in the room left and keeps job 2 waiting until it ends.
+    jobs = [Job(1, 0, "a", 4, 1, 0, 100), Job(2, 1, "a", 8, 1, 0, 10), Job(3, 2, "a", 1, 1, 0, 200)]
     trace = Trace(jobs, {"a": None})
-    portal, _ = replay_portal(trace, SimCluster(nodes=1, gpus_per_node=8), owner)
+    portal, _ = replay_portal(trace, SimCluster(nodes=1, gpus_per_node=8), owner, policy="greedy")
     fifo_cluster = SimCluster(nodes=1, gpus_per_node=8)
     fifo = replay(trace, fifo_cluster, Fifo(fifo_cluster))
-    assert portal.started == {1: 0, 2: 100, 3: 2}
+    assert portal.started == {1: 0, 2: 202, 3: 2}
     assert fifo.started == {1: 0, 2: 100, 3: 110}
 
 

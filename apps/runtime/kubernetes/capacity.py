@@ -20,7 +20,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from apps.runtime.workload import Capacity
+from apps.runtime.workload import Capacity, NodeRoom
+from portal.lib.resources import Resources
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -135,13 +136,18 @@ def usable(node: dict[str, Any]) -> bool:
 def _sum(nodes: list[dict[str, Any]]) -> Capacity:
     free = {"cpu": 0.0, "memory_bytes": 0, "gpu": 0.0}
     total = {"cpu": 0.0, "memory_bytes": 0, "gpu": 0.0}
+    rooms = []
     for node in nodes:
         allocatable, requested = node.get("allocatable") or {}, node.get("requested") or {}
+        left = {}
         for key in free:
             have = allocatable.get(key) or 0
             total[key] += have
             # A node can be over-committed (requests above allocatable after a resize): it offers nothing.
-            free[key] += max(have - (requested.get(key) or 0), 0)
+            left[key] = max(have - (requested.get(key) or 0), 0)
+            free[key] += left[key]
+        whole = Resources.of(*(allocatable.get(key) or 0 for key in ("cpu", "memory_bytes", "gpu")))
+        rooms.append(NodeRoom(Resources.of(left["cpu"], left["memory_bytes"], left["gpu"]), whole))
     return Capacity(
         cpu=round(free["cpu"], 3),
         memory_bytes=int(free["memory_bytes"]),
@@ -149,6 +155,7 @@ def _sum(nodes: list[dict[str, Any]]) -> Capacity:
         total_cpu=round(total["cpu"], 3),
         total_memory_bytes=int(total["memory_bytes"]),
         total_gpu=round(total["gpu"], 3),
+        nodes=tuple(rooms),
     )
 
 

@@ -145,4 +145,5 @@ class KubernetesRuntime(RowRuntime):
             total_cpu=round(sum(c.total_cpu for c in found), 3),
             total_memory_bytes=sum(c.total_memory_bytes for c in found),
             total_gpu=round(sum(c.total_gpu for c in found), 3),
+            nodes=tuple(room for c in found for room in c.nodes),
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from apps.runtime import base
 from apps.runtime.base import Runtime
-from apps.runtime.workload import Capacity, Phase, Status, Workload, demand, total_replicas
+from apps.runtime.workload import Capacity, NodeRoom, Phase, Status, Workload, demand, total_replicas
 from portal.lib.resources import Resources
 
 NAME = "simulated"
@@ -248,7 +248,11 @@ class SimulatedRuntime(Runtime):
         if cluster is None:
             return None
         total = cluster.total
-        return Capacity.of(free=total - cluster.held(), total=total)
+        nodes = tuple(
+            NodeRoom(Resources.of(n.free_cpus, n.free_memory, n.free_gpus), Resources.of(n.cpus, n.memory, n.gpus))
+            for n in cluster.nodes
+        )
+        return Capacity.of(free=total - cluster.held(), total=total, nodes=nodes)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,153 @@
+"""The queue's policy (docs/scheduling.md): in what order waiting tasks are tried, and when one may pass the task at
+the head of the queue. `PORTAL_QUEUE_POLICY` chooses:
+
+- "backfill": order by effective priority — the run's priority raised by one level per
+  `PORTAL_QUEUE_AGING_SECONDS` waited, at most `PORTAL_QUEUE_AGING_MAX` levels (aging: no task waits forever behind a
+  stream of higher-priority ones) — then by the project's dominant share of its quota (fair share: among equal
+  priorities, the project holding the least of its quota goes first), then by age. The first task that cannot start
+  for want of room gets a reservation: the earliest time its pool will have room for it, from the running tasks'
+  declared ends (their timeouts; `PORTAL_QUEUE_DEFAULT_ESTIMATE` seconds for one without). A task behind it may
+  start only if it does not delay that time: it ends before it (by its own timeout), or it fits in what is left at
+  that time beside the head (EASY backfill, Lifka 1995).
+  Admission checks the nodes the runtime reports: all of a task's replicas fit on them now, or none starts (gang).
+- "greedy" (the default; the dispatcher before issue #31's second part): order by priority, then age, and start every
+  task that fits in its pool's total; a large task waits while smaller ones keep taking the room it needs. It stays
+  the default until the bench shows "backfill" at least as good on every count (docs/scheduling.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+
+from portal.lib.resources import UNLIMITED, Resources
+
+POLICIES = ("backfill", "greedy")
+
+
+def current() -> str:
+    """The policy the queue follows now ("backfill" or "greedy"; an unknown name is "greedy")."""
+    name = getattr(settings, "PORTAL_QUEUE_POLICY", "greedy")
+    return name if name in POLICIES else "greedy"
+
+
+def effective_priority(priority: int, waited_seconds: float) -> int:
+    """The run's priority raised by one level per aging interval waited, by at most PORTAL_QUEUE_AGING_MAX levels."""
+    step = settings.PORTAL_QUEUE_AGING_SECONDS
+    if step <= 0 or waited_seconds <= 0:
+        return priority
+    return priority + min(int(waited_seconds // step), settings.PORTAL_QUEUE_AGING_MAX)
+
+
+def dominant_share(project: Any, held: Resources) -> float:
+    """The largest fraction of any of its quota's limits (CPU, memory, GPUs) that the project holds; 0 without
+    limits (a project with no quota is never behind one that has a share to protect)."""
+    quota = getattr(project, "quota", None)
+    if quota is None:
+        return 0.0
+    limits = quota.limits
+    shares = [
+        held.amount(name) / limits.amount(name)
+        for name in ("gpu", "cpu", "memory")
+        if limits.amount(name) not in (UNLIMITED, 0)
+    ]
+    return max(shares, default=0.0)
+
+
+def order_key(task: Any, now: datetime, held: dict[int, Resources]) -> tuple:
+    """Sort key of a waiting task (its `run` with `project`, `quota` loaded) under the backfill policy."""
+    run = task.run
+    waited = (now - task.created_at).total_seconds()
+    share = dominant_share(run.project, held.get(run.project_id, Resources.none()))
+    return (-effective_priority(run.priority, waited), share, task.created_at, task.pk)
+
+
+@dataclass
+class Reservation:
+    """The head of a pool's queue: from `at` its need is set aside; `extra` is what is left beside it then."""
+
+    task: Any
+    at: datetime
+    extra: Resources
+
+    @property
+    def waiting(self) -> str:
+        # English, as every stored waiting reason (docs/i18n.md); no time in it, so that it changes only with the head.
+        run = self.task.run
+        return f"waiting for its turn — room is reserved for run {run.project.slug} #{run.number}, ahead in the queue"
+
+
+class Backfill:
+    """One pass's reservations (EASY backfill), at most one per scope: a pool (its capacity) or a project's quota
+    ("quota", project id), so that neither room nor quota is taken from the head by tasks behind it. `running` is, by
+    scope, the (expected end, what it holds) of every active task: its declared end (`TaskRun.ends_by`) or its start
+    plus the default estimate (`estimated_end`)."""
+
+    def __init__(self, now: datetime, running: dict[Any, list[tuple[datetime, Resources]]]) -> None:
+        self.now = now
+        self.running = running
+        self.reserved: dict[Any, Reservation] = {}
+
+    def reserve(
+        self,
+        scope: Any,
+        task: Any,
+        need: Resources,
+        free: Resources | None,
+        *,
+        whole_nodes: bool = False,
+        now_too: bool = False,
+    ) -> Reservation | None:
+        """Give `task` (which cannot start now for want of `scope`'s room) the scope's reservation, unless one is held:
+        the earliest expected end after which `free` plus what has ended covers `need`. None when one is held or the
+        running tasks' ends never free enough. `whole_nodes`: the task needs nodes to itself (a gang over several
+        nodes); the ends say when enough is free in total, not on which nodes, so nothing may keep room past that
+        time beside it. `now_too`: the reservation may be for now (a quota that has room now for a task waiting for
+        room); else it is at the first end that frees enough (a pool refused it although its total has room: its
+        nodes do not)."""
+        if scope in self.reserved or free is None:
+            return None
+        ends = sorted(self.running.get(scope, ()), key=lambda e: e[0])
+        ends = [(self.now, Resources.none()), *ends] if now_too else ends
+        available = free
+        for end, holds in ends:
+            available += holds
+            if not available.exceeded_by(need):
+                extra = Resources.none() if whole_nodes else available - need
+                reservation = Reservation(task, max(end, self.now), extra)
+                self.reserved[scope] = reservation
+                return reservation
+        return None
+
+    def blocker(self, scopes: list[Any], need: Resources, seconds: float | None) -> Reservation | None:
+        """The reservation that a task fitting now in all `scopes` (needing `need` for at most `seconds`: its timeout,
+        None when it declares none) would delay; None when it may start — then what it keeps past each reservation's
+        time is set aside from what is left there."""
+        end = self.now + timedelta(seconds=seconds) if seconds is not None else None
+        past = [r for r in (self.reserved.get(s) for s in scopes) if r is not None and (end is None or end > r.at)]
+        for reservation in past:
+            if reservation.extra.exceeded_by(need):
+                return reservation
+        for reservation in past:
+            reservation.extra -= need
+        return None
+
+    def started(self, scopes: list[Any], need: Resources, seconds: float | None) -> None:
+        """A task starts in this pass: it holds `need` in each of `scopes` until its declared end."""
+        end = self.now + timedelta(seconds=seconds if seconds is not None else settings.PORTAL_QUEUE_DEFAULT_ESTIMATE)
+        for scope in scopes:
+            self.running.setdefault(scope, []).append((end, need))
+
+
+def quota_scope(project_id: int) -> tuple[str, int]:
+    return ("quota", project_id)
+
+
+def estimated_end(ends_by: datetime | None, since: datetime | None, now: datetime) -> datetime:
+    """When an active task is expected to end: its declared end, else its start (or now) plus the default estimate;
+    never before now (a task past its declared end ends any moment)."""
+    end = ends_by or (since or now) + timedelta(seconds=settings.PORTAL_QUEUE_DEFAULT_ESTIMATE)
+    return max(end, now)
