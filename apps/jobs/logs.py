@@ -493,7 +493,7 @@ def history(
 # probe; one shorter than a trigram has no index and is scanned. The scan goes through the run's (run_id, id) index
 # (`_after`): never past another run's lines.
 PROBE_LINES = 4000
-_PROBE_SQL = "SELECT * FROM ({window}) AS w WHERE text ILIKE %s ORDER BY id LIMIT %s"
+_PROBE_SQL = "SELECT * FROM ({window}) AS w WHERE lower(text) LIKE lower(%s) ORDER BY id LIMIT %s"  # see ILike
 _PROBED_SQL = "SELECT max(id), count(*) FROM ({window}) AS w"
 
 
