@@ -21,12 +21,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from django.db import DatabaseError, connection, connections, transaction
-from django.db.models import Max, Min, Q
+from django.db import DatabaseError, connection, connections
+from django.db.models import Q
 
 from apps.jobs.models import LogChunk, LogLine, TaskRun
 from apps.runtime.models import progress_marker
@@ -257,13 +255,21 @@ class Span:
     last_seq: int
 
 
-def candidates(run_id: int, task_ids: list[int], patterns: list[str], using: str) -> list[list[Span]]:
-    """The lines of these tasks of the run that may match any of the LIKE `patterns`: the chunks whose text may,
-    and every tail. Returned as groups of spans sorted by id, whose id ranges do not overlap: read group by group,
-    the lines come in id order, each once."""
-    if not task_ids:
-        return []
-    spans = _matching_chunks(run_id, task_ids, patterns, using) + _tails(task_ids, using)
+def candidates(run_id: int, node: str | None, patterns: list[str], using: str) -> list[list[Span]]:
+    """The lines of the run's tasks (of `node`, if given) that may match any of the LIKE `patterns`: the chunks whose
+    text may, and every tail. Returned as groups of spans sorted by id, whose id ranges do not overlap: read group by
+    group, the lines come in id order, each once. One round trip: they, not the work, were most of a rare keyword's
+    time (the task ids, the chunks and the tails were read apart)."""
+    likes = " OR ".join(["text LIKE lower(%s)"] * len(patterns))
+    # Through the trigram index, never by reading every chunk: the planner takes LIKE over a chunk for as cheap as
+    # over a line, and would rather scan a small table than use an index, 300 times slower for a rare keyword in a
+    # run of 1M lines.
+    sql = _CANDIDATES_SQL.format(likes=likes, node=" AND node = %s" if node else "")
+    with connections[using].cursor() as cursor:
+        params = [run_id, *([node] if node else []), run_id, *patterns]
+        rows = planned(cursor, sql, params, enable_seqscan="off", jit="off")
+    tasks = {row[3] for row in rows if row[0] == "t"}
+    spans = [Span(*row[1:]) for row in rows if row[3] in tasks and row[1] is not None]
     spans.sort(key=lambda span: span.first_id)
     groups: list[list[Span]] = []
     last_id = 0
@@ -277,55 +283,21 @@ def candidates(run_id: int, task_ids: list[int], patterns: list[str], using: str
     return groups
 
 
-def _matching_chunks(run_id: int, task_ids: list[int], patterns: list[str], using: str) -> list[Span]:
-    table = LogChunk._meta.db_table
-    likes = " OR ".join(["text LIKE lower(%s)"] * len(patterns))
-    # `run_id + 0`: the expression the trigram index holds (jobs.0006), which no other index serves.
-    sql = (
-        f"SELECT first_id, last_id, task_id, first_seq, last_seq FROM {table}"
-        f" WHERE run_id + 0 = %s::bigint AND ({likes})"
-    )
-    wanted = set(task_ids)
-    # Through the trigram index, never by reading every chunk: the planner takes LIKE over a chunk for as cheap as
-    # over a line, and would rather scan a small table than use an index, 300 times slower for a rare keyword in a
-    # run of 1M lines.
-    with (
-        transaction.atomic(using=using),
-        connections[using].cursor() as cursor,
-        planner(cursor, enable_seqscan="off", jit="off"),
-    ):
-        cursor.execute(sql, [run_id, *patterns])
-        return [Span(*row) for row in cursor.fetchall() if row[2] in wanted]
-
-
-def _tails(task_ids: list[int], using: str) -> list[Span]:
-    """Each task's lines after its last chunk, as one span (none for a task whose lines are all in chunks)."""
-    chunked = dict(
-        LogChunk.objects.using(using)
-        .filter(task_id__in=task_ids)
-        .values("task_id")
-        .annotate(last=Max("last_seq"))
-        .values_list("task_id", "last")
-    )
-    after = Q()
-    for task_id in task_ids:
-        after |= Q(task_id=task_id, seq__gt=chunked.get(task_id, 0))
-    rows = (
-        LogLine.objects.using(using)
-        .filter(after)
-        .values("task_id")
-        .annotate(first_id=Min("id"), last_id=Max("id"), first_seq=Min("seq"), last_seq=Max("seq"))
-        .values_list("first_id", "last_id", "task_id", "first_seq", "last_seq")
-        .order_by()
-    )
-    return [Span(*row) for row in rows]
-
-
-def run_task_ids(run_id: int, node: str | None, using: str) -> list[int]:
-    tasks = TaskRun.objects.using(using).filter(run_id=run_id)
-    if node:
-        tasks = tasks.filter(node=node)
-    return list(tasks.values_list("pk", flat=True))
+# The chunks that may match ('c'; `run_id + 0`: the expression the trigram index holds, jobs.0006, which no other index
+# serves), and each task of the run ('t') with its tail: its lines after its last chunk, from the first and the last
+# of them by the (task, seq) index (an attempt's ids grow with its seq), NULL when every line is in a chunk.
+_CANDIDATES_SQL = f"""
+WITH tasks AS (SELECT id FROM {TaskRun._meta.db_table} WHERE run_id = %s{{node}})
+SELECT 'c', first_id, last_id, task_id, first_seq, last_seq FROM {LogChunk._meta.db_table}
+ WHERE run_id + 0 = %s::bigint AND ({{likes}})
+UNION ALL
+SELECT 't', head.id, tail.id, t.id, head.seq, tail.seq FROM tasks AS t
+ CROSS JOIN LATERAL (SELECT COALESCE(max(last_seq), 0) AS seq FROM {LogChunk._meta.db_table} WHERE task_id = t.id) AS k
+ LEFT JOIN LATERAL (SELECT id, seq FROM {LogLine._meta.db_table} WHERE task_id = t.id AND seq > k.seq
+  ORDER BY seq LIMIT 1) AS head ON true
+ LEFT JOIN LATERAL (SELECT id, seq FROM {LogLine._meta.db_table} WHERE task_id = t.id AND seq > k.seq
+  ORDER BY seq DESC LIMIT 1) AS tail ON true
+"""
 
 
 def within(group: list[Span]) -> Q:
@@ -336,15 +308,20 @@ def within(group: list[Span]) -> Q:
     return lines
 
 
-@contextmanager
-def planner(cursor, **settings: str) -> Iterator[None]:
-    """PostgreSQL planner settings for the statements inside, then back to what they were in the caller's
-    transaction (SET LOCAL would last to its end). `jit` off: where a plan is disabled rather than impossible its
-    cost is 10^10, which would compile the query first."""
-    names = list(settings)
-    cursor.execute("SELECT " + ", ".join(["current_setting(%s)"] * len(names)), names)
-    saved = cursor.fetchone()
-    assignments = ", ".join(["set_config(%s, %s, true)"] * len(names))
-    cursor.execute(f"SELECT {assignments}", [value for pair in settings.items() for value in pair])
-    yield
-    cursor.execute(f"SELECT {assignments}", [value for pair in zip(names, saved, strict=True) for value in pair])
+def planned(cursor, sql: str, params: list | None, **settings: str) -> list[tuple]:
+    """The rows of one PostgreSQL query run with these planner settings, which are back to what they were after it,
+    in one round trip: `SET LOCAL` and the query in one simple-query message (its own transaction, outside one), or
+    between a savepoint and the rollback to it (inside the caller's transaction, where SET LOCAL would last to its
+    end). Under load each round trip cost a rare keyword's search more than the query: reading, setting and
+    restoring the settings apart were three more. `jit` off: where a plan is disabled rather than impossible its cost
+    is 10^10, which would compile the query first."""
+    sets = "".join(f"SET LOCAL {name} = {value}; " for name, value in settings.items() if name.isidentifier())
+    if cursor.db.in_atomic_block:
+        name = f"planned_{threading.get_ident()}"
+        cursor.execute(f"SAVEPOINT {name}; {sets}{sql}; ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}", params)
+    else:
+        cursor.execute(f"{sets}{sql}", params)
+    results = cursor.cursor  # psycopg's: one result per statement, the query's is the one with columns
+    while results.description is None and results.nextset():
+        pass
+    return results.fetchall()

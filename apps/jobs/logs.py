@@ -20,7 +20,7 @@ from django.db import connection, connections, transaction
 from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from apps.jobs.logindex import ChunkIndexer, Piece, candidates, run_task_ids, within
+from apps.jobs.logindex import CHUNK_LINES, ChunkIndexer, Piece, candidates, within
 from apps.jobs.models import RUN_FINISHED, LogLine, PipelineRun, TaskRun
 from apps.projects.secrets import MASK, mask_values
 from apps.runtime.models import progress_marker
@@ -105,6 +105,7 @@ def publish_lines(run_id: int, rows: list[list[Any]]) -> None:
         logger.exception("Could not publish %d log lines of run %s; they are stored", len(rows), run_id)
 
 
+_TABLE = LogLine._meta.db_table
 _INSERT_COLUMNS = ("id", "run_id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream", "text")
 
 
@@ -434,14 +435,15 @@ def search(
     """Stored lines of the run that contain `q`, ignoring case, in storage order.
 
     The same filter with or without an index, so the results never depend on one; an index only narrows the
-    rows it looks at (a scan of 1M lines takes 0.4–1 s). PostgreSQL: ILIKE over the lines of the chunks whose
-    trigram index entry may hold `q` (`_matching`). SQLite: `icontains`, with the FTS5 trigram table proposing
-    candidate ids for keywords of 3+ characters; its case folding covers all of Unicode, LIKE's only ASCII, so
-    the candidates include every match.
+    rows it looks at (a scan of 1M lines takes 0.4–1 s). PostgreSQL: ILIKE over the run's first lines, then over
+    the next ones while the keyword is frequent or too short for the index, else over the lines of the chunks whose
+    trigram index entry may hold it (`_searched`, `_matching`). SQLite: `icontains`, with the FTS5 trigram table
+    proposing candidate ids for keywords of 3+ characters; its case folding covers all of Unicode, LIKE's only
+    ASCII, so the candidates include every match.
     """
     lines = _narrowed(_lines(run, node), after_id, replica, task_id)
     if connections[lines.db].vendor == "postgresql":
-        return _matching(run, node, lines, [q], limit)
+        return _searched(run, node, lines, q, limit)
     qs = lines.filter(text__icontains=q)
     if len(q) >= TRIGRAM and _fts_in_sync(qs.db):
         phrase = '"' + q.replace('"', '""') + '"'  # one FTS5 string: the keyword's trigrams, in a row
@@ -483,6 +485,56 @@ def history(
     return _dicts(_narrowed(_lines(run, node), after_id, replica, task_id)[:limit])
 
 
+# PostgreSQL search first reads up to PROBE_LINES of the run's lines in id order (`_searched`), stopping at a full page:
+# a keyword in 60 % of the lines of bench/logs.py fills it from ~830 lines (1 ms), where the trigram index rechecks
+# every chunk that holds it (all 1,000 of a 1M-line run: 90 ms) before reading a line. A keyword found there once or
+# more per 4 * CHUNK_LINES lines is in a good part of the chunks, so the index would skip few of them, and its lines
+# are read on in id order until the page is full. A rarer keyword is looked up in the index for the lines after the
+# probe; one shorter than a trigram has no index and is scanned. The scan goes through the run's (run_id, id) index
+# (`_after`): never past another run's lines.
+PROBE_LINES = 4000
+_PROBE_SQL = "SELECT * FROM ({window}) AS w WHERE lower(text) LIKE lower(%s) ORDER BY id LIMIT %s"  # see ILike
+_PROBED_SQL = "SELECT max(id), count(*) FROM ({window}) AS w"
+
+
+def _searched(
+    run: PipelineRun | int, node: str | None, lines: QuerySet[LogLine], q: str, limit: int
+) -> list[dict[str, Any]]:
+    """PostgreSQL: lines of `lines` that contain `q` (ILIKE), in id order, up to `limit`: the scan when the keyword
+    is frequent or short, the index when it is rare (see PROBE_LINES)."""
+    run_id = _run_id(run)
+    pattern = f"%{connections[lines.db].ops.prep_for_like_query(q)}%"
+    found: list[dict[str, Any]] = []
+    after = count = 0
+    if PROBE_LINES:
+        window = _after(lines, run_id, 0).order_by("pk")
+        found = _raw(lines.db, _PROBE_SQL, window.values_list(*_COLUMNS)[:PROBE_LINES], [pattern, limit])
+        if len(found) >= limit:
+            return found
+        after, count = _raw(lines.db, _PROBED_SQL, window.values_list("id")[:PROBE_LINES], [], dicts=False)[0]
+        if count < PROBE_LINES:  # every line of the run read
+            return found
+    rest = limit - len(found)
+    if len(q) >= TRIGRAM and len(found) * CHUNK_LINES * 4 <= count:
+        return found + _matching(run, node, lines.filter(pk__gt=after), [q], rest)
+    return found + _dicts(_after(lines, run_id, after).filter(text__ilike=pattern)[:rest])
+
+
+def _after(lines: QuerySet[LogLine], run_id: int, after: int) -> QuerySet[LogLine]:
+    """`lines` after id `after`, read in id order through the run's (run_id, id) index: the row comparison is what
+    only that index serves (`run_id = x ORDER BY id` alone is read through the primary key, past other runs' lines)."""
+    return lines.extra(where=[f"({_TABLE}.run_id, {_TABLE}.id) > (%s, %s)"], params=[run_id, after or 0])
+
+
+def _raw(using: str, sql: str, window: QuerySet, params: list, *, dicts: bool = True) -> list:
+    """Rows of `sql` over the `window` query (as lines' dicts, or as they come)."""
+    window_sql, window_params = window.query.sql_with_params()
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql.format(window=window_sql), [*window_params, *params])
+        rows = cursor.fetchall()
+    return [line_dict(**dict(zip(_COLUMNS, row, strict=True))) for row in rows] if dicts else rows
+
+
 # Spans whose lines the first query reads, doubled for each next one: a frequent keyword fills `limit` from the first
 # few, a rare one has few.
 FIRST_SPANS = 4
@@ -496,7 +548,7 @@ def _matching(
     ops = connections[lines.db].ops
     patterns = [f"%{ops.prep_for_like_query(q)}%" for q in keywords]
     run_id = _run_id(run)
-    groups = candidates(run_id, run_task_ids(run_id, node, lines.db), patterns, lines.db)
+    groups = candidates(run_id, node, patterns, lines.db)
     contains = Q()
     for pattern in patterns:
         contains |= Q(text__ilike=pattern)

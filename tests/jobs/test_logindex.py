@@ -101,9 +101,12 @@ def test_pieces_become_chunks_of_at_least_chunk_lines_in_order():
     assert spans(indexer.take(5, now=0)) == [(5, 1, 1200), (5, 1201, 2400), (5, 2401, 3000)]
 
 
-@pytest.mark.parametrize("first_spans", [1, 100])
-def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(run, fit, monkeypatch, first_spans):
+@pytest.mark.parametrize(("first_spans", "probe"), [(1, 0), (100, 0), (4, 3), (4, 20)])
+def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(run, fit, monkeypatch, first_spans, probe):
+    """`probe`: lines read before the index is asked (none: the index at once); a keyword found there reads on."""
     monkeypatch.setattr(logs, "FIRST_SPANS", first_spans)
+    monkeypatch.setattr(logs, "PROBE_LINES", probe)
+    monkeypatch.setattr(logs, "CHUNK_LINES", 10)
     evaluate = TaskRun.objects.create(run=run, node="eval")
     unindexed = TaskRun.objects.create(run=run, node="report")
     indexer = InlineIndexer(chunk_lines=10)
@@ -135,6 +138,7 @@ def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(run
 
 
 def test_the_lines_after_a_chunk_that_could_not_be_written_are_found_as_the_tail(run, fit, monkeypatch):
+    monkeypatch.setattr(logs, "PROBE_LINES", 0)
     real_write = logindex.write_chunk
     calls = {"n": 0}
 

@@ -317,14 +317,17 @@ SEARCH_KEYWORDS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(params=["stored", "indexed"])
-def search_lines(request, task, published) -> list[str]:
+@pytest.fixture(params=["stored", "indexed", "scanned"])
+def search_lines(request, task, published, monkeypatch) -> list[str]:
     """The texts stored and indexed: on PostgreSQL in chunks of two, so search reads them through the index. On
     PostgreSQL only, "stored": not in chunks yet, found by reading their attempt's lines (the tail,
-    apps/jobs/logindex.py); SQLite indexes every line as it is stored (FTS5)."""
+    apps/jobs/logindex.py), and "scanned": found by the first look at the run's lines, which holds them all
+    (logs.PROBE_LINES); SQLite indexes every line as it is stored (FTS5)."""
     postgresql = connection.vendor == "postgresql"
-    if request.param == "stored" and not postgresql:
+    if request.param in ("stored", "scanned") and not postgresql:
         pytest.skip("SQLite indexes every line as it is stored")
+    if request.param != "scanned":
+        monkeypatch.setattr(logs, "PROBE_LINES", 0)  # straight to the index, however few the lines
     indexer = InlineIndexer(chunk_lines=2) if request.param == "indexed" and postgresql else None
     with LogWriter(task, indexer=indexer) as writer:
         for text in SEARCH_TEXTS:
@@ -372,6 +375,7 @@ def test_search_uses_the_text_index_for_keywords_of_three_characters(run, search
             assert [line["text"] for line in search(run, "café")] == ["naïve café", "CAFÉ AU LAIT"]
         chunks = next(query["sql"] for query in queries.captured_queries if "FROM jobs_logchunk" in query["sql"])
         assert "LIKE lower('%café%')" in chunks
+        chunks = chunks.split("jit = off; ", 1)[1].split("; ROLLBACK TO SAVEPOINT")[0]  # the query alone
         # A run of 300 more chunks: the trigram index is what finds the one with the keyword.
         task = TaskRun.objects.get(run=run)
         filler = "\n".join(f"step {i} loss 0.{i}" for i in range(1000))
@@ -381,13 +385,13 @@ def test_search_uses_the_text_index_for_keywords_of_three_characters(run, search
         )
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE jobs_logchunk")
-            with logindex.planner(cursor, enable_seqscan="off", jit="off"):
-                cursor.execute(f"EXPLAIN {chunks}")
-                plan = "\n".join(row[0] for row in cursor.fetchall())
+            explained = logindex.planned(cursor, f"EXPLAIN {chunks}", None, enable_seqscan="off")
+            plan = "\n".join(row[0] for row in explained)
             cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('jit')")
             assert cursor.fetchone() == ("on", "on")  # restored for the rest of the transaction
         assert "jobs_logchunk_text_trgm" in plan
-        assert any("ILIKE '%café%'" in query["sql"] for query in queries.captured_queries)
+        read = 'lower("jobs_logline"."text") LIKE lower(\'%café%\')'  # the lines, ILIKE as PostgreSQL does it
+        assert any(read in query["sql"] for query in queries.captured_queries)
     elif connection.vendor == "sqlite":
         if not logs._fts_in_sync("default"):
             pytest.skip("SQLite without FTS5 trigram support: the migration skips the table")
