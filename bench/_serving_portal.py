@@ -43,6 +43,7 @@ class Portal:
     deploy_s: float  # from deploy() to READY with every replica ready
     replica_pids: list[int] = field(default_factory=list)
     replica_cpus: list[list[int]] = field(default_factory=list)
+    router_pid: int = 0  # the portal's uvicorn (taskset execs it: the Popen's pid)
 
 
 def _port_open(port: int) -> bool:
@@ -193,6 +194,7 @@ def running_portal(model_dir: Path, replicas: int, pin: list[str], logs: Path) -
             deploy_s=round(deploy_s, 2),
             replica_pids=pids,
             replica_cpus=cpus,
+            router_pid=procs["portal"].pid,
         )
     finally:
         if deployed:

@@ -81,6 +81,7 @@ class Target:
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    watch: dict[str, list[int]] = field(default_factory=dict)  # processes whose CPU per request is reported
 
 
 def oip_body(rows: list[list[float]]) -> dict:
@@ -176,6 +177,23 @@ def cpu_sets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return ["taskset", "-c", "0"], ["taskset", "-c", "1"]
 
 
+def process_cpu(pids: list[int]) -> float:
+    """User + system CPU seconds of `pids` and their children so far (`mlflow models serve` runs uvicorn as a child;
+    a replica may be a wrapper around the model server)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            for proc in (root, *root.children(recursive=True)):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:
+            continue
+    return total
+
+
 def run_wrk(target: Target, rows: list[list[float]], args: argparse.Namespace, pin: list[str], work: Path) -> dict:
     script = work / f"{target.name}-{len(rows)}.lua"
     headers = {"Content-Type": "application/json", **target.headers}
@@ -184,9 +202,11 @@ def run_wrk(target: Target, rows: list[list[float]], args: argparse.Namespace, p
     script.write_text("\n".join(lines) + "\n")
     command = [*pin, "wrk", "-t1", f"-c{args.connections}", "--latency", "-s", str(script), target.url]
     subprocess.run([*command[:-4], "-d2s", *command[-4:]], capture_output=True, check=True)  # warm-up
+    cpu_before = {name: process_cpu(pids) for name, pids in target.watch.items()}
     proc = subprocess.Popen([*command[:-4], f"-d{args.duration}s", *command[-4:]], stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
+    cpu_used = {name: process_cpu(pids) - cpu_before[name] for name, pids in target.watch.items()}
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stdout.close()
     if proc.returncode != 0:
@@ -202,6 +222,9 @@ def run_wrk(target: Target, rows: list[list[float]], args: argparse.Namespace, p
             result["non_2xx"] = int(parts[-1])
         elif line.strip().startswith("Socket errors"):
             result["socket_errors"] = line.split(":", 1)[1].strip()
+    requests = result.get("req_s", 0) * args.duration
+    for name, seconds in cpu_used.items():  # steadier than req/s on a shared machine
+        result[f"{name}_cpu_us"] = round(seconds / requests * 1e6, 1) if requests else None
     return result
 
 
@@ -244,7 +267,9 @@ def bench_portal(data: dict, args: argparse.Namespace, work: Path) -> dict:
         print(f"portal: ready {portal.deploy_s} s after the deploy with {portal.replicas} model-server replica(s), "
               f"one process each (pids {portal.replica_pids}, CPUs {portal.replica_cpus}), behind the router at "
               f"{portal.url}", flush=True)  # fmt: skip
-        results = bench(portal_target(portal.url, portal.headers), data, args, work)
+        target = portal_target(portal.url, portal.headers)
+        target.watch = {"router": [portal.router_pid], "replica": portal.replica_pids}
+        results = bench(target, data, args, work)
         return {"replicas": portal.replicas, "deploy_s": portal.deploy_s, **results}
 
 
@@ -257,6 +282,7 @@ def bench(target: Target, data: dict, args: argparse.Namespace, work: Path) -> d
         proc = subprocess.Popen(
             [*server_pin, *target.command], cwd=target.cwd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
         )
+        target.watch = {"server": [proc.pid]}  # taskset execs the server: the same pid
     try:
         started = time.monotonic()
         wait_ready(target, proc, log)
@@ -310,6 +336,41 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
             portal, direct = results["portal"][f"rows{n}"], results["direct"][f"rows{n}"]
             print(f"  {n} row(s): {portal['p50'] - direct['p50']:+.2f} ms "
                   f"({portal['p50']:.2f} vs {direct['p50']:.2f} ms)")  # fmt: skip
+    cpu = [f"{name} {n} row(s): " + ", ".join(f"{k.removesuffix('_cpu_us')} {v} µs" for k, v in r.items()
+                                              if k.endswith("_cpu_us") and v is not None)
+           for name, result in results.items() for n in args.rows if (r := result[f"rows{n}"])]  # fmt: skip
+    if cpu:
+        print("\nCPU per request (process CPU time during the run / requests answered):")
+        for line in cpu:
+            print("  " + line)
+    issue_row(results, args)
+
+
+def issue_row(results: dict[str, dict], args: argparse.Namespace) -> None:
+    """The issue's row (#29: router adds ≤ 2 ms p50; ≥ 20× MLflow at 1 row, ≥ 6× at 32 rows), from this run."""
+    portal, direct, mlflow = (results.get(k) for k in ("portal", "direct", "mlflow"))
+    if portal is None or 1 not in args.rows:
+        return
+    goals = {1: 20, 32: 6}
+    parts, peers, verdicts = [], [], []
+    for n in args.rows:
+        r = portal[f"rows{n}"]
+        part = f"{n} row{'s' if n > 1 else ''} {r['req_s']:,.0f} req/s"
+        if direct is not None:
+            added = r["p50"] - direct[f"rows{n}"]["p50"]
+            part += f", router adds {added:.1f} ms p50"
+            peers.append(f"{direct[f'rows{n}']['req_s']:,.0f}")
+            if n == 1:
+                verdicts.append(f"router adds ≤ 2 ms p50: {'met' if added <= 2 else 'NOT met'}")
+        if mlflow is not None:
+            ratio = r["req_s"] / mlflow[f"rows{n}"]["req_s"]
+            part += f" ({ratio:.1f}× MLflow)"
+            if n in goals:
+                verdicts.append(f"≥ {goals[n]}× MLflow at {n} row(s): {'met' if ratio >= goals[n] else 'NOT met'}")
+        parts.append(part)
+    peer = " / ".join(peers) + " req/s" if peers else "not run"
+    print(f"\n| serving through the router | {'; '.join(parts)} | model server direct {peer} | {'; '.join(verdicts)} |")
+    print(f"(load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
 
 
 def main() -> None:

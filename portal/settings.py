@@ -385,6 +385,9 @@ PORTAL_SERVING_ROUTER_MAX_BODY_MB = envint("PORTAL_SERVING_ROUTER_MAX_BODY_MB", 
 PORTAL_SERVING_ROUTER_SHADOW_MAX_INFLIGHT = envint("PORTAL_SERVING_ROUTER_SHADOW_MAX_INFLIGHT", 64)
 PORTAL_SERVING_ROUTER_FLUSH_S = envint("PORTAL_SERVING_ROUTER_FLUSH_S", 5)  # stats written this often
 PORTAL_SERVING_ROUTER_STATS_DAYS = envint("PORTAL_SERVING_ROUTER_STATS_DAYS", 14)  # per-minute traffic rows kept
+# uvicorn's access-log line for inference answered below 400 (every other request keeps its line): off by default,
+# the router counts them (Prometheus, per-minute rows) and the line cost ~¼ of the router's CPU per request.
+PORTAL_SERVING_ROUTER_ACCESS_LOG = envbool("PORTAL_SERVING_ROUTER_ACCESS_LOG", False)
 
 # --- Serving control plane (deploy, roll out, roll back, autoscale; apps/serving, docs/serving.md) ----------
 # Seconds a new revision's replicas have to answer /v2/health/ready before the rollout is rolled back.
