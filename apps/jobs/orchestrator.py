@@ -36,7 +36,7 @@ from apps.jobs.models import (
     TaskRun,
     TaskStatus,
 )
-from apps.jobs.runstate import RunPlan, node_states, node_status, plan_of, status_payload
+from apps.jobs.runstate import RunPlan, locked_node_states, node_states, node_status, plan_of, status_payload
 from apps.runtime.base import get_runtime
 from apps.runtime.workload import Phase, Status
 from portal.lib.publish import publish
@@ -254,7 +254,7 @@ def _advance(run_id: int, only: set[int] | None, reports: dict[int, dict | None]
             return run
         plan = plan_of(run)
         now = timezone.now()
-        tasks = node_states(run.pk)
+        tasks = locked_node_states(run)
         changed = _sync_active(run, plan, tasks, now, ended, only, reports)
 
         if run.status == RunStatus.CANCELLING:
