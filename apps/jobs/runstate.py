@@ -145,6 +145,9 @@ class _Seen:
 
 _seen: OrderedDict[tuple[int, str], _Seen] = OrderedDict()
 _seen_lock = threading.Lock()
+# Runs whose attempts a process keeps (the most recently advanced; a finished run's are dropped at once): a
+# 2,000-node run's are ~2,000 model instances.
+_SEEN_RUNS = 64
 
 
 def locked_node_states(run: PipelineRun) -> dict[str, TaskRun]:
@@ -176,9 +179,15 @@ def locked_node_states(run: PipelineRun) -> dict[str, TaskRun]:
     unfinished = {t.pk for t in latest.values() if t.status not in TASK_FINISHED}
     with _seen_lock:
         _seen[key] = _Seen(finished, unfinished, last_pk)
-        while len(_seen) > _PLAN_CACHE_SIZE:
+        while len(_seen) > _SEEN_RUNS:
             _seen.popitem(last=False)
     return latest
+
+
+def forget_node_states(run: PipelineRun) -> None:
+    """Drop what `locked_node_states` keeps of a run (it ended: no advance will read it again)."""
+    with _seen_lock:
+        _seen.pop(_key(run), None)
 
 
 def node_status(task: TaskRun | None) -> dict[str, Any]:
