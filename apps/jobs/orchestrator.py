@@ -36,7 +36,15 @@ from apps.jobs.models import (
     TaskRun,
     TaskStatus,
 )
-from apps.jobs.runstate import RunPlan, node_states, node_status, plan_of, status_payload
+from apps.jobs.runstate import (
+    RunPlan,
+    forget_node_states,
+    locked_node_states,
+    node_states,
+    node_status,
+    plan_of,
+    status_payload,
+)
 from apps.runtime.base import get_runtime
 from apps.runtime.workload import Phase, Status
 from portal.lib.publish import publish
@@ -254,7 +262,7 @@ def _advance(run_id: int, only: set[int] | None, reports: dict[int, dict | None]
             return run
         plan = plan_of(run)
         now = timezone.now()
-        tasks = node_states(run.pk)
+        tasks = locked_node_states(run)
         changed = _sync_active(run, plan, tasks, now, ended, only, reports)
 
         if run.status == RunStatus.CANCELLING:
@@ -267,6 +275,8 @@ def _advance(run_id: int, only: set[int] | None, reports: dict[int, dict | None]
 
         run_before = (run.status, run.reason)
         _finish_if_done(run, plan, tasks, now)
+        if run.is_finished:
+            forget_node_states(run)
         # In this transaction when the queue is free: the tasks just created are visible to it, and the upstream
         # outputs it passes on are the ones loaded here. The queue's lock is only tried (never waited for while
         # holding the run's), so two advances cannot wait for each other.

@@ -216,3 +216,34 @@ def test_a_busy_queue_does_not_hold_up_the_advance(world, noop, postgres_only, m
     assert later == [True]
     orchestrator.dispatch_waiting()
     assert run.tasks.get(node="b").status == TaskStatus.QUEUED
+
+
+def failed() -> dict:
+    return asdict(Status(Phase.FAILED, exit_code=1, reason="exit code 1"))
+
+
+def test_an_advance_reads_what_changed_and_still_sees_every_attempt(world, noop):
+    """The node states an advance reads after the first are the attempts it saw unfinished and the new ones: a
+    retry replaces the failed attempt, an end is seen, and the states agree with a full read at every step."""
+    from apps.jobs.runstate import locked_node_states, node_states
+
+    def states(tasks: dict[str, TaskRun]) -> dict[str, tuple[int, int, str]]:
+        return {name: (t.pk, t.attempt, t.status) for name, t in tasks.items()}
+
+    flaky = {**node("b", "a"), "retries": 1, "retry_backoff": 0}
+    run = started(world, [node("a"), flaky, node("c", "b")])
+    run = PipelineRun.objects.get(pk=run.pk)
+    assert states(locked_node_states(run)) == states(node_states(run.pk))
+    steps = [("a", succeeded()), ("b", failed())]
+    for name, report in steps:
+        task = run.tasks.filter(node=name).order_by("-attempt").first()
+        assert orchestrator.advance_reported(run.pk, {task.pk: report})
+        assert states(locked_node_states(run)) == states(node_states(run.pk))
+    retry = run.tasks.get(node="b", attempt=2)
+    orchestrator.advance_run(run.pk)  # its backoff (0 s) is over: dispatched
+    assert states(locked_node_states(run)) == states(node_states(run.pk))
+    assert orchestrator.advance_reported(run.pk, {retry.pk: succeeded()})
+    seen = locked_node_states(run)
+    assert states(seen) == states(node_states(run.pk))
+    assert (seen["b"].attempt, seen["b"].status) == (2, TaskStatus.SUCCEEDED)
+    assert seen["c"].status == TaskStatus.QUEUED

@@ -13,6 +13,7 @@ from apps.models.models.registry import (
 from apps.models.models.tracking import (
     ArtifactFile,
     Experiment,
+    ExperimentKey,
     ExperimentTag,
     LatestMetric,
     Metric,
@@ -27,6 +28,7 @@ from apps.models.models.tracking import (
 __all__ = [
     "ArtifactFile",
     "Experiment",
+    "ExperimentKey",
     "ExperimentTag",
     "LatestMetric",
     "LoggedModel",

@@ -208,6 +208,36 @@ class LatestMetric(models.Model):
         return math.nan if self.is_nan else self.value
 
 
+class ExperimentKey(models.Model):
+    """A metric, param or tag key logged by some run of an experiment (the runs table's column chooser).
+
+    Filled by database triggers on the inserts of `LatestMetric`, `Param` and `RunTag` (migration 0004), so every
+    path that logs, bulk or raw SQL, records its keys without a query of its own. Rows are never removed when a
+    run is deleted or a tag dropped: the table is a superset, and the page keeps the keys that an active run of
+    the experiment still has (one indexed probe per key instead of a scan of every run's keys).
+    """
+
+    class Entity(models.TextChoices):
+        METRIC = "metric", _("Metric")
+        PARAM = "param", _("Param")
+        TAG = "tag", _("Tag")
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="keys", db_index=False)
+    entity = models.CharField(max_length=6, choices=Entity.choices)
+    key = models.CharField(max_length=250)
+
+    tenant_path = "experiment__project"
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "entity", "key"], name="models_experimentkey_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entity}:{self.key}"
+
+
 class RunInput(models.Model):
     """A dataset a run used (MLflow's log-inputs): name, digest, where it came from, schema and profile."""
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.core.paginator import Paginator
-from django.db.models import Count, Max, Prefetch, Q, QuerySet
+from django.db.models import Count, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Greatest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -21,7 +21,8 @@ from django.utils.translation import gettext as _
 from apps.models import search
 from apps.models.filters import ExperimentFilterSet
 from apps.models.forms import RunSearchForm
-from apps.models.models import Experiment, LatestMetric, Param, Run, RunTag
+from apps.models.models import Experiment, ExperimentKey, LatestMetric, Param, Run, RunTag
+from apps.models.querysets import ACTIVE
 from apps.models.views.common import decorate_run, format_number, ms_to_datetime
 from apps.projects.access import project_view
 from apps.projects.models import Project
@@ -65,16 +66,21 @@ def attribute_columns() -> list[Column]:
 
 
 def experiment_keys(experiment: Experiment) -> dict[str, list[str]]:
-    """The metric, param and tag keys its runs logged (system `mlflow.*` tags left out)."""
-    runs = Run.objects.filter(experiment=experiment).active().values("pk")
-    return {
-        "metric": list(LatestMetric.objects.filter(run__in=runs).values_list("key", flat=True).distinct()
-                       .order_by("key")[:MAX_KEYS]),
-        "param": list(Param.objects.filter(run__in=runs).values_list("key", flat=True).distinct()
-                      .order_by("key")[:MAX_KEYS]),
-        "tag": list(RunTag.objects.filter(run__in=runs).exclude(key__startswith="mlflow.")
-                    .values_list("key", flat=True).distinct().order_by("key")[:MAX_KEYS]),
-    }  # fmt: skip
+    """The metric, param and tag keys its active runs logged (system `mlflow.*` tags left out).
+
+    The candidates come from `ExperimentKey` (every key the experiment's runs ever logged); each is kept when an
+    active run still has it: one indexed probe per key, where listing the keys of every run is linear in the runs.
+    """
+    found: dict[str, list[str]] = {}
+    for entity, model in (("metric", LatestMetric), ("param", Param), ("tag", RunTag)):
+        candidates = ExperimentKey.objects.filter(experiment=experiment, entity=entity)
+        if entity == "tag":
+            candidates = candidates.exclude(key__startswith="mlflow.")
+        # A subquery with LIMIT, not EXISTS: PostgreSQL could turn EXISTS into a semi-join over every run's rows.
+        one = model.objects.filter(key=OuterRef("key"), run__experiment=experiment, run__lifecycle_stage=ACTIVE)
+        kept = candidates.annotate(one=Subquery(one.values("pk")[:1])).filter(one__isnull=False)
+        found[entity] = list(kept.order_by("key").values_list("key", flat=True)[:MAX_KEYS])
+    return found
 
 
 def chosen_columns(request: HttpRequest, keys: dict[str, list[str]]) -> list[Column]:
