@@ -210,7 +210,7 @@ def bench_portal(args: argparse.Namespace, work: Path, script: Path) -> dict:
         cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc, log)
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc, log, timeout=300)
         url = f"http://127.0.0.1:{port}"
         result = run_client(url, token, script, "full", args.search_runs, args.history)
         for runs in args.grow:  # the growth curve: more runs seeded straight into the database (untimed)
