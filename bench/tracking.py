@@ -3,12 +3,18 @@
 (a) 20 runs × 50 metrics × 200 steps via log_batch   (b) 1000 single log_metric calls
 (c) get_metric_history of a 100k-point metric          (d) search_runs "metrics.m1 > 0.5" over 5k runs
 
+Floors and curves printed beside them (issue #29): (b) against an empty server (uvicorn answering {} at once:
+the client alone); (c) through a plain HTTP client too (the server's share, without the client's protobuf
+parsing); (d) on the portal over experiments of `--grow` runs seeded straight into the database (a 1,000-run
+page through the client, and every match through plain HTTP, per run).
+
 Both servers run on loopback with the same kind of database (SQLite by default; --db postgres for
 PostgreSQL, which needs psycopg in the MLflow venv), one after the other, so they never share the 2 cores.
 The portal is served as `make run` serves it (uvicorn, one process); MLflow as `mlflow server` starts
-by default. Prints each figure and the ratio (targets ≥ 3× on a, b, d and ≥ 5× on c).
+by default. Prints each figure with its peer or floor and the issue's target.
 
     .venv/bin/python bench/tracking.py [--db sqlite|postgres] [--search-runs 5000] [--history 100000]
+        [--grow 5000 100000]
     (creates .venv-mlflow with `make mlflow-env` when missing)
 """
 
@@ -37,9 +43,49 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import Metric
 
-search_runs, history_points = int(sys.argv[1]), int(sys.argv[2])
+mode = sys.argv[1]
 client = MlflowClient()
 out = {}
+
+def raw_get(path):
+    # seconds to the last byte of a GET through a plain HTTP client (no protobuf parsing): the server's share
+    import http.client, os, urllib.parse
+    url = urllib.parse.urlsplit(os.environ["MLFLOW_TRACKING_URI"])
+    conn = http.client.HTTPConnection(url.hostname, url.port)
+    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    started = time.perf_counter()
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    body = response.read()
+    assert response.status == 200, body[:300]
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed, body
+
+if mode == "floor":  # the client alone: log_metric against a server that answers {} at once
+    started = time.perf_counter()
+    for i in range(1000):
+        client.log_metric("0" * 32, "single", i * 0.5, step=i)
+    print(json.dumps({"floor_calls_per_s": 1000 / (time.perf_counter() - started)}))
+    sys.exit(0)
+
+if mode == "search":  # search_runs over an experiment seeded by the bench: one page, then every match (raw)
+    exp, expected = sys.argv[2], int(sys.argv[3])
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        found = client.search_runs([exp], "metrics.m1 > 0.5", max_results=1000)
+        times.append(time.perf_counter() - started)
+    out["page_found"], out["page_seconds"] = len(found), sorted(times)[1]
+    import urllib.parse
+    query = urllib.parse.urlencode({"experiment_ids": exp, "filter": "metrics.m1 > 0.5", "max_results": 50000})
+    raw = sorted(raw_get(f"/api/2.0/mlflow/runs/search?{query}")[0] for _ in range(3))
+    out["all_raw_seconds"] = raw[1]
+    print(json.dumps(out))
+    sys.exit(0)
+
+search_runs, history_points = int(sys.argv[2]), int(sys.argv[3])
 
 def batches(run_id, points):
     for start in range(0, len(points), 1000):
@@ -75,6 +121,8 @@ for _ in range(3):
     times.append(time.perf_counter() - started)
     assert len(history) == history_points, len(history)
 out["c_seconds"] = sorted(times)[1]
+query = f"run_id={run_c.info.run_id}&metric_key=long"
+out["c_raw_seconds"] = sorted(raw_get(f"/api/2.0/mlflow/metrics/get-history?{query}")[0] for _ in range(3))[1]
 
 # (d) search over N runs (created untimed, 8 client threads), read 3 times
 exp_d = client.create_experiment("bench-d")
@@ -90,6 +138,7 @@ for _ in range(3):
     times.append(time.perf_counter() - started)
 out["d_found"] = len(found)
 out["d_seconds"] = sorted(times)[1]
+out["d_experiment"] = exp_d
 print(json.dumps(out))
 """
 
@@ -115,13 +164,13 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120)
     raise TimeoutError(f"{url} did not answer:\n{log.read_text()[-3000:]}")
 
 
-def run_client(url: str, token: str | None, script: Path, args: argparse.Namespace) -> dict:
+def run_client(url: str, token: str | None, script: Path, *argv: object) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DJANGO_", "DATABASE_URL"))}
     env.update(MLFLOW_TRACKING_URI=url, GIT_PYTHON_REFRESH="quiet")
     if token:
         env["MLFLOW_TRACKING_TOKEN"] = token
     result = subprocess.run(
-        [str(MLFLOW_PY), str(script), str(args.search_runs), str(args.history)],
+        [str(MLFLOW_PY), str(script), *map(str, argv)],
         env=env, capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     if result.returncode != 0:
@@ -161,10 +210,78 @@ def bench_portal(args: argparse.Namespace, work: Path, script: Path) -> dict:
         cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc, log)
-        return run_client(f"http://127.0.0.1:{port}", token, script, args)
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc, log, timeout=300)
+        url = f"http://127.0.0.1:{port}"
+        result = run_client(url, token, script, "full", args.search_runs, args.history)
+        for runs in args.grow:  # the growth curve: more runs seeded straight into the database (untimed)
+            experiment = seed_runs(project, owner, runs)
+            found = run_client(url, token, script, "search", experiment, runs)
+            result[f"grow_{runs}"] = found
+        return result
     finally:
         stop(proc)
+
+
+EMPTY_SERVER = r"""
+import sys
+import uvicorn
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+"""
+
+
+def bench_floor(work: Path, script: Path) -> dict:
+    """The official client's log_metric against a server that answers {} at once (uvicorn, same machine)."""
+    server = work / "empty_server.py"
+    server.write_text(EMPTY_SERVER)
+    port = free_port()
+    log = work / "empty.log"
+    proc = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "python"), str(server), str(port)],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/", proc, log)
+        return run_client(f"http://127.0.0.1:{port}", "floor", script, "floor")
+    finally:
+        stop(proc)
+
+
+def seed_runs(project, owner, count: int) -> str:
+    """An experiment of `count` runs with metrics m1 (random) and m2 (1.0), as the client's (d) makes them, written
+    in bulk (the client would take minutes); returns its id."""
+    import random
+    import uuid
+
+    from apps.models import services
+    from apps.models.models import LatestMetric, Run
+
+    experiment = services.create_experiment(project, f"grow-{count}")
+    now = int(time.time() * 1000)
+    for start in range(0, count, 5000):
+        runs = [
+            Run(
+                run_uuid=uuid.uuid4().hex, project=project, experiment=experiment, name=f"r{i}", start_time=now + i,
+                user=owner, user_id_text=owner.username, artifact_uri=f"mlflow-artifacts:/{experiment.pk}/{i}",
+            )
+            for i in range(start, min(count, start + 5000))
+        ]  # fmt: skip
+        Run.objects.bulk_create(runs)
+        LatestMetric.objects.bulk_create(
+            LatestMetric(run=run, key=key, value=value, timestamp=now, step=0)
+            for run in runs
+            for key, value in (("m1", random.random()), ("m2", 1.0))
+        )
+    return str(experiment.pk)
 
 
 def bench_mlflow(args: argparse.Namespace, work: Path, script: Path) -> dict:
@@ -188,9 +305,47 @@ def bench_mlflow(args: argparse.Namespace, work: Path, script: Path) -> dict:
     )  # fmt: skip
     try:
         wait_http(f"http://127.0.0.1:{port}/health", proc, log, timeout=300)
-        return run_client(f"http://127.0.0.1:{port}", None, script, args)
+        return run_client(f"http://127.0.0.1:{port}", None, script, "full", args.search_runs, args.history)
     finally:
         stop(proc)
+
+
+def report(args: argparse.Namespace, results: dict) -> None:
+    """The issue's rows: each figure with its peer (MLflow) or floor from this run, and the target."""
+    p, m, f = results.get("portal"), results.get("mlflow"), results.get("floor")
+    print(f"\n{'path':34} {'portal':>12} {'mlflow':>10} {'ratio':>7}  {'floor / other':24} target  ({args.db})")
+
+    def row(name: str, ours: float, theirs: float | None, ratio: float | None, other: str, target: str, ok: bool):
+        peer = f"{theirs:10.3f}" if theirs is not None else f"{'—':>10}"
+        times = f"{ratio:6.1f}×" if ratio is not None else f"{'':7}"
+        print(f"{name:34} {ours:12.3f} {peer} {times}  {other:24} {target} {'ok' if ok else 'BELOW'}")
+
+    if p is None:
+        return
+    floor = f["floor_calls_per_s"] if f else None
+    b = p["b_calls_per_s"]
+    row("single log_metric (calls/s)", b, m and m["b_calls_per_s"], m and b / m["b_calls_per_s"],
+        f"empty server {floor:.0f}/s" if floor else "", "≥ 300/s", b >= 300)  # fmt: skip
+    a = p["a_metrics_per_s"]
+    row("log_batch 20×50×200 (metrics/s)", a, m and m["a_metrics_per_s"], m and a / m["a_metrics_per_s"], "",
+        "≥ 40k/s", a >= 40_000)  # fmt: skip
+    c, raw = p["c_seconds"], p["c_raw_seconds"]
+    ratio = m and m["c_seconds"] / c
+    row(f"history {args.history} pts, e2e (s)", c, m and m["c_seconds"], ratio, f"raw HTTP {raw:.3f} s",
+        "server ≤ 0.15 s, ≥ 5×", raw <= 0.15 and bool(ratio and ratio >= 5))  # fmt: skip
+    d = p["d_seconds"]
+    ratio = m and m["d_seconds"] / d
+    row(f"search_runs {args.search_runs} runs (s)", d, m and m["d_seconds"], ratio, f"{p['d_found']} found",
+        "≥ 5×", bool(ratio and ratio >= 5))  # fmt: skip
+    for runs in args.grow:
+        g = p[f"grow_{runs}"]
+        row(f"search_runs {runs} runs, 1k page (s)", g["page_seconds"], None, None,
+            f"all matches raw {g['all_raw_seconds']:.2f} s", "≤ 1 s", g["page_seconds"] <= 1)  # fmt: skip
+    print("search growth (raw HTTP, every match, max_results 50000): ", end="")
+    for runs in args.grow:
+        g = p[f"grow_{runs}"]
+        print(f"{runs} runs {g['all_raw_seconds']:.2f} s ({g['all_raw_seconds'] / runs * 1e6:.1f} µs/run)  ", end="")
+    print()
 
 
 def main() -> None:
@@ -198,6 +353,7 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--search-runs", type=int, default=5000)
     parser.add_argument("--history", type=int, default=100_000)
+    parser.add_argument("--grow", type=int, nargs="*", default=[5000, 100_000], help="runs of the search curve")
     parser.add_argument("--only", choices=["portal", "mlflow"], help="run one side (for profiling)")
     args = parser.parse_args()
     if not MLFLOW_PY.exists():
@@ -206,41 +362,16 @@ def main() -> None:
     script = work / "client.py"
     script.write_text(CLIENT)
     try:
-        results = {}
+        results = {"floor": bench_floor(work, script)}
+        print("floor:", json.dumps(results["floor"]), flush=True)
         if args.only != "mlflow":
             results["portal"] = bench_portal(args, work, script)
             print("portal:", json.dumps(results["portal"]), flush=True)
         if args.only != "portal":
             results["mlflow"] = bench_mlflow(args, work, script)
             print("mlflow:", json.dumps(results["mlflow"]), flush=True)
-        if len(results) == 2:
-            p, m = results["portal"], results["mlflow"]
-            a, b = p["a_metrics_per_s"], m["a_metrics_per_s"]
-            c, d = p["b_calls_per_s"], m["b_calls_per_s"]
-            rows = [
-                ("(a) log_batch 20×50×200", "metrics/s", a, b, a / b, 3),
-                ("(b) 1000 log_metric", "calls/s", c, d, c / d, 3),
-                (
-                    f"(c) history {args.history} pts",
-                    "s",
-                    p["c_seconds"],
-                    m["c_seconds"],
-                    m["c_seconds"] / p["c_seconds"],
-                    5,
-                ),
-                (
-                    f"(d) search {args.search_runs} runs",
-                    "s",
-                    p["d_seconds"],
-                    m["d_seconds"],
-                    m["d_seconds"] / p["d_seconds"],
-                    3,
-                ),
-            ]
-            print(f"\n{'work':28} {'unit':10} {'portal':>12} {'mlflow':>12} {'ratio':>8}  target  ({args.db})")
-            for name, unit, ours, theirs, ratio, target in rows:
-                flag = "ok" if ratio >= target else "BELOW"
-                print(f"{name:28} {unit:10} {ours:12.3f} {theirs:12.3f} {ratio:7.1f}×  ≥{target}× {flag}")
+        report(args, results)
+        print(f"load average: {os.getloadavg()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

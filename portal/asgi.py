@@ -15,14 +15,16 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from apps.datasets.asgi import ChunkUploadRoute  # noqa: E402
+from apps.models.mlflow_api.asgi import MlflowApiRoute  # noqa: E402
 from apps.serving.router.asgi import ServingRoute  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # Upload chunks (PATCH) stream into their partial file instead of being spooled first; inference requests
-        # (/serving/…) go to the serving router without Django's middleware (apps/serving/router).
-        "http": ServingRoute(ChunkUploadRoute(django_asgi_app)),
+        # (/serving/…) go to the serving router without Django's middleware (apps/serving/router); the MLflow API
+        # runs Django's on threads that keep their database connections (apps/models/mlflow_api/asgi.py).
+        "http": ServingRoute(MlflowApiRoute(ChunkUploadRoute(django_asgi_app))),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -372,6 +372,13 @@ LABELING_IMPORT_BYTES = envint("LABELING_IMPORT_BYTES", 32 * 2**20)  # about thi
 PORTAL_KNOWLEDGE_MAX_BYTES = envint("PORTAL_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024)  # largest document accepted
 PORTAL_KNOWLEDGE_MAX_TOKENS = envint("PORTAL_KNOWLEDGE_MAX_TOKENS", 256)  # longest answer asked of the LLM
 
+# --- Tracking API (MLflow REST API; apps/models/mlflow_api, docs/tracking.md) -------------------------------
+# Threads per web process serving it, each keeping its database connection between requests (asgi.py there).
+PORTAL_MLFLOW_API_THREADS = envint("PORTAL_MLFLOW_API_THREADS", 8)
+# Seconds a token's user, scope and project grants are cached per process: a revoked token, a removed member or a
+# changed role takes effect on the tracking API within that.
+PORTAL_MLFLOW_AUTH_TTL = envint("PORTAL_MLFLOW_AUTH_TTL", 5)
+
 # --- Serving router (/serving/<project>/<service>/…; apps/serving/router, docs/serving-router.md) -----------
 # Seconds a service's routing table (ready replicas, canary/shadow weights) and an auth decision are cached per
 # process: a change, a revoked token or a removed member takes effect within that.

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from apps.models.mlflow_api.asgi import close_api_connections
 from apps.projects.models import Role
 from portal.lib.serve import serve_in_thread
 from tests.factories import PASSWORD, ProjectFactory, UserFactory, add_member, make_token
@@ -155,3 +156,4 @@ def live_asgi(transactional_db) -> Iterator[LiveServer]:
     yield LiveServer("127.0.0.1", port)
     server.should_exit = True
     thread.join(timeout=5)
+    close_api_connections()  # the MLflow API's threads keep theirs between requests: not past the test database

@@ -10,16 +10,89 @@ Project of new experiments and registered models: the token's project; for a tok
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from apps.accounts.models import ApiToken
+from apps.accounts.models import ApiToken, hash_token
+from apps.accounts.services import authenticate_token
 from apps.models.errors import Forbidden, InvalidParameter, NotFound
 from apps.projects.models import Project, ProjectGroupObjectPermission, ProjectUserObjectPermission
 from apps.projects.permissions import CONTRIBUTE, VIEW
+
+
+def load_grants(user: Any, token: ApiToken | None) -> dict[str, dict[int, str]]:
+    """{perm: {project id: slug}} for VIEW and CONTRIBUTE in ONE query on guardian's direct tables.
+
+    The same answer as `projects_for(user, perm)` (user and group grants, superusers everything,
+    inactive users nothing) — which costs two guardian queries per permission: at hundreds of
+    logging calls a second that was most of a request's time.
+    """
+    grants: dict[str, dict[int, str]] = {VIEW: {}, CONTRIBUTE: {}}
+    if getattr(user, "is_authenticated", False) and user.is_active:
+        if user.is_superuser:
+            rows = [(pk, perm, slug) for pk, slug in Project.objects.values_list("pk", "slug") for perm in grants]
+        else:
+            wanted = {"permission__codename__in": list(grants), "permission__content_type__app_label": "projects"}
+            fields = ("content_object_id", "permission__codename", "content_object__slug")
+            direct = ProjectUserObjectPermission.objects.filter(user_id=user.pk, **wanted).values_list(*fields)
+            by_group = ProjectGroupObjectPermission.objects.filter(group__user=user.pk, **wanted).values_list(*fields)
+            rows = direct.union(by_group)
+        for pk, perm, slug in rows:
+            if token is None or token.project_id in (None, pk):
+                grants[perm][pk] = slug
+    return grants
+
+
+class TokenCallers:
+    """Per process: a token's row (with its user and project) and its grants, for `ttl` seconds.
+
+    A `log_metric` call is one small insert; authenticating its token and reading its grants were two of its
+    four queries and most of its server time. Entries live `PORTAL_MLFLOW_AUTH_TTL` seconds (never past the
+    token's expiry) and are all dropped in this process when a token, user, membership, group or project
+    permission changes (`forget_all`, connected in apps.py); other processes see such a change within the TTL,
+    as the serving router's cache does. The cached objects are shared by concurrent requests: read, never changed.
+    """
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[float, ApiToken, dict[str, dict[int, str]]]] = {}
+        self._lock = threading.Lock()
+
+    def caller(self, raw: str, header_project: str | None, ttl: float) -> Caller | None:
+        """The caller of the token `raw` (None: unknown, revoked, expired or its user inactive)."""
+        digest = hash_token(raw)
+        entry = self._entries.get(digest)
+        now = time.monotonic()
+        if entry is None or entry[0] <= now:
+            token = authenticate_token(raw)
+            if token is None:
+                self._entries.pop(digest, None)
+                return None
+            if token.project_id is not None:
+                token.project  # noqa: B018 - loaded once here, not by concurrent requests
+            grants = load_grants(token.user, token)
+            deadline = now + ttl
+            if token.expires_at is not None:
+                deadline = min(deadline, now + (token.expires_at - timezone.now()).total_seconds())
+            entry = (deadline, token, grants)
+            if ttl > 0:
+                with self._lock:
+                    if len(self._entries) >= self.MAX_ENTRIES:
+                        self._entries.clear()
+                    self._entries[digest] = entry
+        _deadline, token, grants = entry
+        return Caller(token.user, token, header_project, {"grants": grants})
+
+    def forget_all(self, **_signal: Any) -> None:
+        with self._lock:
+            self._entries.clear()
 
 
 @dataclass
@@ -32,35 +105,8 @@ class Caller:
     _cache: dict = field(default_factory=dict, repr=False)
 
     def _grants(self) -> dict[str, dict[int, str]]:
-        """{perm: {project id: slug}} for VIEW and CONTRIBUTE in ONE query on guardian's direct tables.
-
-        The same answer as `projects_for(user, perm)` (user and group grants, superusers everything,
-        inactive users nothing) — which costs two guardian queries per permission: at hundreds of
-        logging calls a second that was most of a request's time.
-        """
         if "grants" not in self._cache:
-            grants: dict[str, dict[int, str]] = {VIEW: {}, CONTRIBUTE: {}}
-            user = self.user
-            if getattr(user, "is_authenticated", False) and user.is_active:
-                if user.is_superuser:
-                    rows = [
-                        (pk, perm, slug) for pk, slug in Project.objects.values_list("pk", "slug") for perm in grants
-                    ]
-                else:
-                    wanted = {
-                        "permission__codename__in": list(grants),
-                        "permission__content_type__app_label": "projects",
-                    }
-                    fields = ("content_object_id", "permission__codename", "content_object__slug")
-                    direct = ProjectUserObjectPermission.objects.filter(user_id=user.pk, **wanted).values_list(*fields)
-                    by_group = ProjectGroupObjectPermission.objects.filter(group__user=user.pk, **wanted).values_list(
-                        *fields
-                    )
-                    rows = direct.union(by_group)
-                for pk, perm, slug in rows:
-                    if self.token is None or self.token.project_id in (None, pk):
-                        grants[perm][pk] = slug
-            self._cache["grants"] = grants
+            self._cache["grants"] = load_grants(self.user, self.token)
         return self._cache["grants"]
 
     @property
@@ -130,3 +176,6 @@ class Caller:
             return name
         slug = self.visible.get(project_id)
         return f"{slug}/{name}" if slug else name
+
+
+TOKEN_CALLERS = TokenCallers()

@@ -276,10 +276,20 @@ def set_run_lifecycle(run: Run, stage: str) -> Run:
 # --- Logging -------------------------------------------------------------------------------------------
 
 
+# Metric keys already validated in this process: a batch repeats a few keys hundreds of times, and validating one
+# (a regular expression, a path normalisation) cost more than storing its point. Bounded; only valid keys enter.
+_VALID_METRIC_KEYS: set[str] = set()
+
+
 def parse_metric(data: Any, path: str, default_timestamp: int | None = None) -> metric_store.Point:
     if not isinstance(data, dict):
         raise InvalidParameter(f"Invalid value {data!r} for parameter '{path}' supplied.")
-    key = validate_name(data.get("key"), f"{path}.key" if path else "key")
+    key = data.get("key")
+    if type(key) is not str or key not in _VALID_METRIC_KEYS:
+        key = validate_name(key, f"{path}.key" if path else "key")
+        if len(_VALID_METRIC_KEYS) >= 10_000:
+            _VALID_METRIC_KEYS.clear()
+        _VALID_METRIC_KEYS.add(key)
     value = as_float(data.get("value"), f"{path}.value" if path else "value")
     timestamp = as_int(
         data.get("timestamp"), "timestamp", default=default_timestamp, required=default_timestamp is None

@@ -22,8 +22,7 @@ from django.utils.translation import gettext as _
 from rest_framework.exceptions import AuthenticationFailed
 
 from apps.accounts.authentication import raw_token_from_header
-from apps.accounts.services import authenticate_token
-from apps.models.access import Caller
+from apps.models.access import TOKEN_CALLERS, Caller
 from apps.models.errors import (
     BadEndpoint,
     Forbidden,
@@ -75,10 +74,10 @@ def caller_for(request: HttpRequest) -> Caller:
                 raw = raw_token_from_header(header)
             except AuthenticationFailed:
                 raw = None
-        token = authenticate_token(raw) if raw else None
-        if token is None:
+        caller = TOKEN_CALLERS.caller(raw, project_header, settings.PORTAL_MLFLOW_AUTH_TTL) if raw else None
+        if caller is None:
             raise Unauthenticated(_("Invalid, expired or revoked token."))
-        return Caller(token.user, token, project_header)
+        return caller
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         if request.method not in SAFE_METHODS:
@@ -109,11 +108,14 @@ def unsafe_parameter(exc: untrusted.UnsafeInput) -> InvalidParameter:
     )
 
 
-def _checked(data: dict) -> dict:
-    try:
-        untrusted.check(data)
-    except untrusted.UnsafeInput as exc:
-        raise unsafe_parameter(exc) from None
+def _checked(data: dict, walked: bool = False) -> dict:
+    """`data` checked by `portal.lib.untrusted` (unless `untrusted.loads` already `walked` it), text parameters
+    strings."""
+    if not walked:
+        try:
+            untrusted.check(data)
+        except untrusted.UnsafeInput as exc:
+            raise unsafe_parameter(exc) from None
     for name in TEXT_PARAMS:
         value = data.get(name)
         if value is not None and not isinstance(value, str):
@@ -147,7 +149,7 @@ def request_data(request: HttpRequest, max_bytes: int | None = None) -> dict:
         raise InvalidParameter(_("Malformed request: the body is not valid JSON.")) from None
     if not isinstance(data, dict):
         raise InvalidParameter(_("Malformed request: the body must be a JSON object."))
-    return _checked(data)
+    return _checked(data, walked=True)
 
 
 class Router:

@@ -62,7 +62,7 @@ def get_experiment(caller: Caller, experiment_id: Any, *, write: bool = False) -
 
 def get_run(caller: Caller, data: dict, *, write: bool = False) -> Run:
     run_id = validate_run_id(data.get("run_id") or data.get("run_uuid"))
-    run = Run.objects.filter(run_uuid=run_id).first()
+    run = next(iter(Run.objects.filter(run_uuid=run_id)[:1]), None)  # unique: no ORDER BY to compile or run
     if run is None or run.project_id not in caller.visible:
         raise NotFound(f"Run with id={run_id} not found")
     if write:
