@@ -55,14 +55,15 @@ def stop(*procs: subprocess.Popen) -> None:
             proc.kill()
 
 
-def cpu_seconds(*procs: subprocess.Popen) -> float:
-    """User + system CPU time of `procs` and their children so far (the Celery worker's pool processes)."""
+def cpu_seconds(*procs: subprocess.Popen | int) -> float:
+    """User + system CPU time of `procs` (processes or pids) and their children so far (the Celery worker's pool
+    processes; `mlflow models serve`'s uvicorn; a replica's model server under its wrapper)."""
     import psutil
 
     total = 0.0
     for proc in procs:
         try:
-            root = psutil.Process(proc.pid)
+            root = psutil.Process(proc if isinstance(proc, int) else proc.pid)
             for each in (root, *root.children(recursive=True)):
                 times = each.cpu_times()
                 total += times.user + times.system

@@ -42,6 +42,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from _env import cpu_seconds
 from _serving_images import bench_images, report_images
 from _serving_portal import running_portal
 
@@ -177,23 +178,6 @@ def cpu_sets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return ["taskset", "-c", "0"], ["taskset", "-c", "1"]
 
 
-def process_cpu(pids: list[int]) -> float:
-    """User + system CPU seconds of `pids` and their children so far (`mlflow models serve` runs uvicorn as a child;
-    a replica may be a wrapper around the model server)."""
-    import psutil
-
-    total = 0.0
-    for pid in pids:
-        try:
-            root = psutil.Process(pid)
-            for proc in (root, *root.children(recursive=True)):
-                times = proc.cpu_times()
-                total += times.user + times.system
-        except psutil.Error:
-            continue
-    return total
-
-
 def run_wrk(target: Target, rows: list[list[float]], args: argparse.Namespace, pin: list[str], work: Path) -> dict:
     script = work / f"{target.name}-{len(rows)}.lua"
     headers = {"Content-Type": "application/json", **target.headers}
@@ -202,11 +186,11 @@ def run_wrk(target: Target, rows: list[list[float]], args: argparse.Namespace, p
     script.write_text("\n".join(lines) + "\n")
     command = [*pin, "wrk", "-t1", f"-c{args.connections}", "--latency", "-s", str(script), target.url]
     subprocess.run([*command[:-4], "-d2s", *command[-4:]], capture_output=True, check=True)  # warm-up
-    cpu_before = {name: process_cpu(pids) for name, pids in target.watch.items()}
+    cpu_before = {name: cpu_seconds(*pids) for name, pids in target.watch.items()}
     proc = subprocess.Popen([*command[:-4], f"-d{args.duration}s", *command[-4:]], stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
-    cpu_used = {name: process_cpu(pids) - cpu_before[name] for name, pids in target.watch.items()}
+    cpu_used = {name: cpu_seconds(*pids) - cpu_before[name] for name, pids in target.watch.items()}
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stdout.close()
     if proc.returncode != 0:
