@@ -83,7 +83,14 @@ def _insert_skipping_stored(cursor, table: str, run_id: int, points: list[Point]
     cursor.execute(
         f"INSERT INTO {table} ({COLUMNS}) SELECT %s, * FROM "
         f"unnest(%s::text[], %s::float8[], %s::int8[], %s::int8[], %s::bool[]) {SKIP_STORED}",
-        [run_id, *(list(column) for column in zip(*points, strict=True))],
+        [
+            run_id,
+            [p.key for p in points],
+            [float(p.value) for p in points],  # a list of ints and floats cannot be sent as one array
+            [int(p.timestamp) for p in points],
+            [int(p.step) for p in points],
+            [bool(p.is_nan) for p in points],
+        ],
     )
 
 

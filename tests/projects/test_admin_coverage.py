@@ -27,6 +27,7 @@ NO_ADMIN = {
     "jobs.ResourceSample": "per-second usage samples, charted on the run page",
     "datasets.VersionFile": "a version's files (thousands, maybe), listed on the version page",
     "models.Metric": "a run's full metric history, charted on the run page (its latest values are a Run inline)",
+    "models.ExperimentKey": "derived by database triggers from the runs' metrics, params and tags (the column chooser)",
     "serving.RevisionTraffic": "per-minute request counters, charted on the service page",
     "serving.ConcurrencySample": "autoscaler samples, read by the autoscaler only",
 }

@@ -243,7 +243,7 @@ class Controller:
             if tracked.state == KubeWorkload.State.PENDING and any(container_started(pod) for pod in pods):
                 # It ran between two looks: the listener hears of the start before the end, as it would locally.
                 self._started(row, tracked, seen)
-            waited = tracked.reason if tracked.state == KubeWorkload.State.PENDING else ""
+            waited = (tracked.reason or tracked.waited) if tracked.state == KubeWorkload.State.PENDING else ""
             if seen.phase == Phase.FAILED and waited and waited not in seen.reason:
                 # It failed without ever running (its deadline passed while it waited): why it waited is why it
                 # failed, and what the diagnosis of its task reads (Unschedulable, a pull that never succeeded).
@@ -254,6 +254,10 @@ class Controller:
         elif seen.reason != tracked.reason or seen.replicas != tracked.replicas:
             KubeWorkload.objects.filter(pk=row.pk, state__in=ACTIVE).update(reason=seen.reason, replicas=seen.replicas)
             tracked.reason, tracked.replicas = seen.reason, seen.replicas
+            if seen.reason:
+                # Kept for the end: the pods' watch can run ahead of the primary's, so the last pass before a Job
+                # that failed while pending is seen failed may find its pods gone and no reason at all.
+                tracked.waited = seen.reason
 
     def _started(self, row: KubeWorkload, tracked: Tracked, seen: Observed) -> None:
         started = KubeWorkload.objects.filter(pk=row.pk, state=KubeWorkload.State.PENDING).update(

@@ -45,6 +45,7 @@ class Tracked:
     events: dict[str, list[dict]] = field(default_factory=dict)
     events_at: dict[str, float] = field(default_factory=dict)
     final: Observed | None = None  # ended on the cluster; recorded once its logs are drained
+    waited: str = ""  # the last reason it gave while pending (why it waited, if it fails without running)
     drain_until: float = 0.0
     sink: hooks.Sink | None = None
     sink_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,6 +63,7 @@ class Tracked:
             replicas=dict(row.replicas or {}),
             cursors=dict(row.log_cursors or {}),
             label=label_value(row.uid),
+            waited=row.reason if row.state == KubeWorkload.State.PENDING else "",
         )
         tracked.saved_cursors = dict(tracked.cursors)
         tracked.know_applied(row.applied)
