@@ -115,7 +115,7 @@ def dispatch(
             if task.not_before and task.not_before > now:
                 continue
             need = task_demand(task.resources, task.replicas)
-            reason, pool, short_of = _place(task, per_project, tasks_of, in_flight, per_run, pools)
+            reason, pool, short_of = _place(task, per_project, tasks_of, in_flight, per_run, pools, gang=backfill)
             if plan is not None:
                 project = task.run.project
                 quota = queue_policy.quota_scope(project.pk)
@@ -203,7 +203,9 @@ def _run_limit(task: TaskRun) -> int | None:
     return quota.concurrent_runs if quota is not None else None
 
 
-def _place(task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pools) -> tuple[str, Pool | None, str]:
+def _place(
+    task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pools, *, gang: bool = False
+) -> tuple[str, Pool | None, str]:
     """The pool the task goes to now, or why it waits (the first pool's reason when none has room), and what it is
     short of: "room", "quota" (its project's resources quota), or "" (it may start, or waits for a count: parallelism,
     concurrent runs or tasks)."""
@@ -214,8 +216,9 @@ def _place(task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pool
     need = task_demand(task.resources, task.replicas)
     # A waiting reason is stored and shown to everyone as written: English, whoever's request ran the pass (i18n.md).
     with translation.override("en"):
-        # Under "backfill", all its replicas must fit on the nodes the runtime reports (gang); else the pool's total.
-        replica = Resources.from_json(task.resources) if queue_policy.current() == "backfill" else None
+        # `gang` (the "backfill" policy): all its replicas must fit on the nodes the runtime reports; else the pool's
+        # total.
+        replica = Resources.from_json(task.resources) if gang else None
         admission = admit(
             run.project, need, in_use=per_project[run.project_id], pools=pools, replica=replica, replicas=task.replicas
         )
