@@ -18,12 +18,13 @@ from tests.factories import UserFactory, add_member
 @pytest.fixture
 def entries(world):
     a1 = AuditEntry.objects.create(action="create", actor=world.alice, actor_repr="alice", object_type="jobs.pipeline",
-                                   object_repr="p1", project=world.project_a, project_repr="project-a")  # fmt: skip
+                                   object_repr="pipeline-one", project=world.project_a,
+                                   project_repr="project-a")  # fmt: skip
     a2 = AuditEntry.objects.create(action="delete", actor=world.bob, actor_repr="bob", object_type="datasets.dataset",
-                                   object_repr="d1", project=world.project_a, project_repr="project-a",
+                                   object_repr="dataset-one", project=world.project_a, project_repr="project-a",
                                    changes={"name": ["a", "b"]})  # fmt: skip
     b1 = AuditEntry.objects.create(action="create", actor=world.charlie, actor_repr="charlie",
-                                   object_type="jobs.pipeline", object_repr="theirs",
+                                   object_type="jobs.pipeline", object_repr="their-pipeline",
                                    project=world.project_b)  # fmt: skip
     other = AuditEntry.objects.create(action="login", actor=world.bob, actor_repr="bob", object_type="accounts.user")
     return a1, a2, b1, other
@@ -77,12 +78,12 @@ def test_the_project_page_lists_and_filters(world, entries, client):
     client.force_login(world.alice)
     url = reverse("audit:project-log", kwargs={"project": "project-a"})
     html = client.get(url).content.decode()
-    assert "p1" in html
-    assert "d1" in html
-    assert "theirs" not in html
+    assert "pipeline-one" in html
+    assert "dataset-one" in html
+    assert "their-pipeline" not in html
     html = client.get(url, {"actor": "bob"}).content.decode()
-    assert "d1" in html
-    assert "p1" not in html
+    assert "dataset-one" in html
+    assert "pipeline-one" not in html
     members = reverse("projects:members", kwargs={"project": "project-a"})  # a page of the Settings group
     assert f'href="{url}"' in client.get(members).content.decode()
     client.force_login(world.bob)  # an editor: no tab
@@ -103,13 +104,13 @@ def test_outsiders_get_404_and_only_staff_read_the_global_page(world, entries, c
     world.charlie.is_staff = True
     world.charlie.save()
     html = client.get(reverse("audit:log")).content.decode()
-    assert "theirs" in html
-    assert "p1" in html
+    assert "their-pipeline" in html
+    assert "pipeline-one" in html
 
 
 def test_the_page_shows_changes_as_a_diff_of_json_and_iso_times(world, entries, client):
     AuditEntry.objects.create(
-        action="update", actor=world.alice, actor_repr="alice", object_type="jobs.pipeline", object_repr="p1",
+        action="update", actor=world.alice, actor_repr="alice", object_type="jobs.pipeline", object_repr="pipeline-one",
         project=world.project_a, project_repr="project-a",
         changes={"spec": [{"nodes": [], "priority": 0}, {"nodes": [], "priority": 5}], "paused": [False, True]},
     )  # fmt: skip
@@ -131,5 +132,5 @@ def test_the_csv_export_streams_the_filtered_rows(world, entries, client):
     assert response.streaming
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
-    assert [(r["actor_repr"], r["action"], r["object_repr"]) for r in rows] == [("bob", "delete", "d1")]
+    assert [(r["actor_repr"], r["action"], r["object_repr"]) for r in rows] == [("bob", "delete", "dataset-one")]
     assert rows[0]["changes"] == '{"name": ["a", "b"]}'

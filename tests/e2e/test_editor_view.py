@@ -205,6 +205,22 @@ def minimap_matches_view(page) -> dict:
     return m
 
 
+def drag(page, start: tuple[float, float], end: tuple[float, float], steps: int) -> None:
+    """Press at start, move to end in steps and let go, waiting for the page to have handled each move (two
+    animation frames) before the next. On a loaded machine Chromium can otherwise deliver the moves after the
+    release: the minimap then saw a press and a release with no move in between, a click, and nothing panned."""
+    mouse = page.mouse
+    mouse.move(*start)
+    mouse.down()
+    for step in range(1, steps + 1):
+        mouse.move(start[0] + (end[0] - start[0]) * step / steps, start[1] + (end[1] - start[1]) * step / steps)
+        page.evaluate(FRAMES)
+    mouse.up()
+
+
+FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
 def contains(outer: dict, inner: dict, slack: float = 0.5) -> bool:
     return (
         outer["x"] - slack <= inner["x"]
@@ -244,11 +260,7 @@ def test_the_minimap_frames_exactly_what_the_canvas_shows_and_moves_it(browsing,
 
     # Panning the canvas (a drag on its background) moves the frame over the picture the other way.
     canvas = zoomed["canvas"]
-    mouse = page.mouse
-    mouse.move(canvas["x"] + 30, canvas["y"] + 30)
-    mouse.down()
-    mouse.move(canvas["x"] + 150, canvas["y"] + 110, steps=8)
-    mouse.up()
+    drag(page, (canvas["x"] + 30, canvas["y"] + 30), (canvas["x"] + 150, canvas["y"] + 110), steps=8)
     panned = minimap_matches_view(page)
     assert panned["nodes"]["a"]["big"]["x"] == pytest.approx(zoomed["nodes"]["a"]["big"]["x"] + 120, abs=2)
     before = zoomed["frame"]["x"] - zoomed["nodes"]["a"]["small"]["x"]
@@ -258,17 +270,15 @@ def test_the_minimap_frames_exactly_what_the_canvas_shows_and_moves_it(browsing,
 
     # Dragging the frame pans the canvas: the frame moves right, the view moves right, the nodes move left.
     frame = panned["frame"]
-    mouse.move(frame["x"] + frame["width"] / 2, frame["y"] + frame["height"] / 2)
-    mouse.down()
-    mouse.move(frame["x"] + frame["width"] / 2 + 12, frame["y"] + frame["height"] / 2 + 4, steps=6)
-    mouse.up()
+    middle = (frame["x"] + frame["width"] / 2, frame["y"] + frame["height"] / 2)
+    drag(page, middle, (middle[0] + 12, middle[1] + 4), steps=6)
     dragged = minimap_matches_view(page)
     k = panned["k"]
     assert dragged["nodes"]["a"]["big"]["x"] == pytest.approx(panned["nodes"]["a"]["big"]["x"] - 12 / k, abs=3)
     assert dragged["nodes"]["a"]["big"]["y"] == pytest.approx(panned["nodes"]["a"]["big"]["y"] - 4 / k, abs=3)
 
     # A click in the minimap centres the canvas there.
-    mouse.click(*centre(page.locator(f'[data-minimap] g.x6-node[data-cell-id="{cell_id(page, "c")}"] rect')))
+    page.mouse.click(*centre(page.locator(f'[data-minimap] g.x6-node[data-cell-id="{cell_id(page, "c")}"] rect')))
     clicked = minimap_matches_view(page)
     c, canvas = clicked["nodes"]["c"]["big"], clicked["canvas"]
     assert c["x"] + c["width"] / 2 == pytest.approx(canvas["x"] + canvas["width"] / 2, abs=8)
