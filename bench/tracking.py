@@ -9,13 +9,13 @@ parsing); (d) on the portal over experiments of `--grow` runs seeded straight in
 page through the client, and every match through plain HTTP, per run).
 
 Both servers run on loopback with the same kind of database (SQLite by default; --db postgres for
-PostgreSQL, which needs psycopg in the MLflow venv), one after the other, so they never share the 2 cores.
+PostgreSQL; the MLflow venv has psycopg for it), one after the other, so they never share the 2 cores.
 The portal is served as `make run` serves it (uvicorn, one process); MLflow as `mlflow server` starts
 by default. Prints each figure with its peer or floor and the issue's target.
 
     .venv/bin/python bench/tracking.py [--db sqlite|postgres] [--search-runs 5000] [--history 100000]
         [--grow 5000 100000]
-    (creates .venv-mlflow with `make mlflow-env` when missing)
+    (runs `make mlflow-env` first: builds .venv-mlflow or brings it up to date)
 """
 
 from __future__ import annotations
@@ -356,8 +356,9 @@ def main() -> None:
     parser.add_argument("--grow", type=int, nargs="*", default=[5000, 100_000], help="runs of the search curve")
     parser.add_argument("--only", choices=["portal", "mlflow"], help="run one side (for profiling)")
     args = parser.parse_args()
-    if not MLFLOW_PY.exists():
-        subprocess.run(["make", "mlflow-env"], cwd=ROOT, check=True)
+    # Builds .venv-mlflow when missing and brings it up to its requirements (a venv built before psycopg was in
+    # them could not start `mlflow server` on PostgreSQL, and said so only after the portal's half of the run).
+    subprocess.run(["make", "--quiet", "mlflow-env"], cwd=ROOT, check=True)
     work = Path(tempfile.mkdtemp(prefix="bench-tracking-"))
     script = work / "client.py"
     script.write_text(CLIENT)
