@@ -431,6 +431,7 @@ def build_workload(
         cluster=pool.cluster if pool else "",
         namespace=pool.namespace if pool else "",
         image_pull_secrets=[registry_secret_name(image.pk)] if image is not None else [],
+        priority=run.priority,  # its PriorityClass on a cluster that has them (apps/runtime/priority.py)
     )
 
 
