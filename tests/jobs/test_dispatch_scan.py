@@ -10,7 +10,8 @@ import pytest
 
 from apps.jobs import orchestrator, queue_scan
 from apps.jobs.models import PipelineRun, TaskRun, TaskStatus
-from apps.jobs.simulation import dispatch_cost, replay_portal
+from apps.jobs.simulation import dispatch_cost, prepare, replay_portal
+from apps.projects.models import Quota
 from apps.runtime.simulated.cluster import SimCluster
 from apps.runtime.simulated.traces import Job, Trace, generate
 from tests.factories import UserFactory
@@ -54,6 +55,16 @@ def test_reading_one_task_at_a_time_starts_and_tells_exactly_what_a_full_walk_do
     assert early[1] == full[1]
     assert any(reason.startswith("waiting for 1 GPU — quota") for seen in full[1] for *_key, reason in seen)
     assert any(" free on this machine" in reason for seen in full[1] for *_key, reason in seen)
+
+
+def test_so_it_does_with_limits_on_concurrent_tasks_and_runs(owner):
+    trace = generate(jobs=40, gpus=8, load=1.6, teams=2, seed=5)
+    for limits in ({"concurrent_tasks": 2}, {"concurrent_runs": 1}):
+        projects = prepare(trace, owner)
+        Quota.objects.filter(project=projects["team-01"]).update(**limits)
+        early = replay_with_reasons(trace, owner, chunk=1)
+        assert early == replay_with_reasons(trace, owner, chunk=10**6)
+        assert any("concurrent" in reason for seen in early[1] for *_key, reason in seen)
 
 
 def test_an_unread_task_whose_quota_is_freed_but_finds_no_room_is_told_so(owner):
