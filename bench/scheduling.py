@@ -5,6 +5,7 @@ the queue grow. docs/scheduling.md.
 
     .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 600] [--load 1.1] [--teams 8] [--seed 1]
         [--trace FILE.csv] [--policies greedy,backfill] [--cost-gpus 64,512] [--cost-queued 1000,10000]
+        [--cost-policies greedy] [--cost-only]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override;
      BENCH_DATABASE_URL=sqlite:///… for SQLite)
 """
@@ -40,26 +41,37 @@ def main() -> None:
     parser.add_argument("--policies", default="greedy,backfill", help="queue policies replayed (PORTAL_QUEUE_POLICY)")
     parser.add_argument("--cost-gpus", default="64,512")
     parser.add_argument("--cost-queued", default="1000,10000")
+    parser.add_argument("--cost-policies", default="greedy", help="queue policies the pass cost is measured under")
+    parser.add_argument("--cost-only", action="store_true", help="measure the pass cost only (no replay)")
     args = parser.parse_args()
     if args.small:
         args.gpus, args.jobs, args.cost_gpus, args.cost_queued = 32, 150, "64,512", "200,1000"
     prepare("scheduling")
 
-    from django.conf import settings
-
-    from apps.jobs.simulation import dispatch_cost, replay_portal
-    from apps.runtime.simulated.cluster import SimCluster
-    from apps.runtime.simulated.replay import Fifo, replay, summarise
-    from apps.runtime.simulated.traces import SIZE_BUCKETS, generate, load_csv
     from tests.factories import UserFactory
 
     owner = UserFactory(username="bench")
+    load_before = os.getloadavg()
+    if not args.cost_only:
+        replays(args, owner)
+    cost_table(args, owner)
+    loads = " ".join(f"{v:.2f}" for v in load_before), " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print("load average before: {}, after: {}".format(*loads))
+
+
+def replays(args: argparse.Namespace, owner) -> None:
+    from django.conf import settings
+
+    from apps.jobs.simulation import replay_portal
+    from apps.runtime.simulated.cluster import SimCluster
+    from apps.runtime.simulated.replay import Fifo, replay, summarise
+    from apps.runtime.simulated.traces import SIZE_BUCKETS, generate, load_csv
+
     if args.trace:
         trace = load_csv(args.trace)
     else:
         trace = generate(jobs=args.jobs, gpus=args.gpus, load=args.load, teams=args.teams, seed=args.seed)
     nodes = max(args.gpus // 8, 1)
-    load_before = os.getloadavg()
     fifo_cluster = SimCluster(nodes, 8)
     summaries = [summarise(replay(trace, fifo_cluster, Fifo(fifo_cluster)))]
     deciders = []
@@ -98,15 +110,22 @@ def main() -> None:
         print(f"{d.label}: {d.passes} advances (each with its dispatch pass), "
               f"{d.pass_seconds / max(d.passes, 1) * 1000:.1f} ms each on average")  # fmt: skip
 
+
+def cost_table(args: argparse.Namespace, owner) -> None:
+    from django.test.utils import override_settings
+
+    from apps.jobs.simulation import dispatch_cost
+
     print("\nCost of one dispatch pass (1-GPU tasks waiting, 8 projects with quotas)")
-    print(f"{'GPUs':>6}{'queued':>9}{'first pass':>12}{'steady pass':>13}{'per queued task':>17}{'queries':>9}")
-    for gpus in (int(g) for g in args.cost_gpus.split(",")):
-        for queued in (int(q) for q in args.cost_queued.split(",")):
-            cost = dispatch_cost(gpus=gpus, queued=queued, owner=owner)  # the default policy (settings)
-            print(f"{gpus:>6}{queued:>9}{cost['first']:>11.2f}s{cost['steady'] * 1000:>10.0f} ms"
-                  f"{cost['steady'] / queued * 1e6:>14.0f} µs{cost['steady_queries']:>9}")  # fmt: skip
-    loads = " ".join(f"{v:.2f}" for v in load_before), " ".join(f"{v:.2f}" for v in os.getloadavg())
-    print("load average before: {}, after: {}".format(*loads))
+    print(f"{'policy':>9}{'GPUs':>6}{'queued':>9}{'first pass':>12}{'steady pass':>13}{'per queued task':>17}"
+          f"{'queries':>9}")  # fmt: skip
+    for policy in args.cost_policies.split(","):
+        for gpus in (int(g) for g in args.cost_gpus.split(",")):
+            for queued in (int(q) for q in args.cost_queued.split(",")):
+                with override_settings(PORTAL_QUEUE_POLICY=policy):
+                    cost = dispatch_cost(gpus=gpus, queued=queued, owner=owner)
+                print(f"{policy:>9}{gpus:>6}{queued:>9}{cost['first']:>11.2f}s{cost['steady'] * 1000:>10.0f} ms"
+                      f"{cost['steady'] / queued * 1e6:>14.0f} µs{cost['steady_queries']:>9}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: models and what uses them load only once the app registry is ready.
+        from apps.jobs import checks  # noqa: F401  (registers the queue settings' system checks)
         from apps.jobs.runtime_hooks import TaskListener, describe_holders, quota_held, registry_credentials
         from apps.projects.usage import register_holding
         from apps.runtime import hooks

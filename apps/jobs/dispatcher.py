@@ -22,8 +22,10 @@ from apps.jobs import queue_policy, sparkui
 from apps.jobs.args import to_cli_args
 from apps.jobs.diagnosis import Facts, diagnose
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
+from apps.jobs.queue_scan import Queue
 from apps.jobs.references import local_args
 from apps.jobs.runstate import hold_plans, plan_of
+from apps.projects.models import Project
 from apps.projects.usage import held
 from apps.runtime import strategy as strategies
 from apps.runtime.admission import admit
@@ -67,8 +69,17 @@ def dispatch(
         if not _lock_queue(wait):
             return None
         now = timezone.now()
-        waiting = _waiting(known_runs or {})
-        if not waiting:
+        backfill = queue_policy.current() == "backfill"
+        # "backfill" orders by keys that change with the clock and the shares held: it reads and sorts every waiting
+        # task. "greedy" reads them in the database's order, a chunk at a time, until none behind could start.
+        queue = None if backfill else Queue(known_runs or {}, now, RUN_RELATED)
+        if queue is None:
+            waiting = _waiting(known_runs or {})
+            projects = {t.run.project_id: t.run.project for t in waiting}
+        else:
+            waiting = []
+            projects = Project.objects.select_related("quota").in_bulk(queue.project_ids())
+        if not projects:
             return {}
         pools = Pools()
         # Resources and tasks in use, and the runs in flight, per project; active tasks per run.
@@ -76,8 +87,7 @@ def dispatch(
         tasks_of: dict[int, int] = defaultdict(int)
         in_flight: dict[int, set[int]] = defaultdict(set)
         per_run: dict[int, int] = defaultdict(int)
-        counted = any(_limited(t) for t in waiting)
-        backfill = queue_policy.current() == "backfill"
+        counted = any(_limited(t) for t in waiting) if queue is None else True
         # What the active tasks hold and, for reservations, when each is expected to end: by runtime (a pool's
         # reservation counts every task of its runtime: the rows do not say which cluster) and by project (its quota).
         running: dict[Any, list] = defaultdict(list)
@@ -97,21 +107,28 @@ def dispatch(
                 running[queue_policy.quota_scope(row["run__project_id"])].append((end, holds))
         # A run is in flight from its first task's start to its end, also while none of its tasks is active (between
         # two nodes, or a retry waiting for its backoff): it keeps its slot, which a new run must not take.
-        if by_runs := {t.run.project_id for t in waiting if _run_limit(t) is not None}:
+        if by_runs := {pk for pk, p in projects.items() if _run_limit(p) is not None}:
             started = PipelineRun.objects.filter(
                 project_id__in=by_runs, status__in=(RunStatus.RUNNING, RunStatus.CANCELLING)
             ).values_list("project_id", "pk")
             for project_id, run_id in started:
                 in_flight[project_id].add(run_id)
         # Notebooks and model servers hold quota too (not a task slot): a node waits while they hold its share.
-        for project_id, usage in (held({t.run.project_id for t in waiting if _limited(t)}) if counted else {}).items():
+        limited = {t.run.project_id for t in waiting if _limited(t)} if queue is None else set(projects)
+        for project_id, usage in (held(limited) if counted else {}).items():
             per_project[project_id] += usage
         plan = queue_policy.Backfill(now, running) if backfill else None
         if plan is not None:
             waiting.sort(key=lambda t: queue_policy.order_key(t, now, per_project))
         timeouts = _Timeouts(waiting)
         chosen: list[tuple[TaskRun, Pool]] = []
-        for task in waiting:
+
+        def judge(task: TaskRun) -> tuple[str, bool]:
+            # For the tasks a greedy pass does not read: their pipelines' parallelism aside (it only refuses more).
+            reason, pool, _short = _place(task, per_project, tasks_of, in_flight, defaultdict(int), pools)
+            return reason, pool is not None
+
+        for task in waiting if queue is None else queue.walk(judge):
             if task.not_before and task.not_before > now:
                 continue
             need = task_demand(task.resources, task.replicas)
@@ -140,11 +157,15 @@ def dispatch(
                 continue
             chosen.append((task, pool))
             changed[task.run_id][task.node] = task
+            if queue is not None:
+                queue.started(task)
             pools.take(pool, need, Resources.from_json(task.resources), task.replicas)
             per_project[task.run.project_id] += need
             tasks_of[task.run.project_id] += 1
             per_run[task.run_id] += 1
             in_flight[task.run.project_id].add(task.run_id)
+        for task in queue.settle() if queue is not None else ():
+            changed[task.run_id][task.node] = task
         if chosen:
             _submit(chosen, now, known_outputs or {})
     return changed
@@ -198,8 +219,8 @@ def _limited(task: TaskRun) -> bool:
     return bool(plan_of(task.run).parallelism) or (quota is not None and quota.limits_anything)
 
 
-def _run_limit(task: TaskRun) -> int | None:
-    quota = getattr(task.run.project, "quota", None)
+def _run_limit(project: Project) -> int | None:
+    quota = getattr(project, "quota", None)
     return quota.concurrent_runs if quota is not None else None
 
 
@@ -431,6 +452,7 @@ def build_workload(
         cluster=pool.cluster if pool else "",
         namespace=pool.namespace if pool else "",
         image_pull_secrets=[registry_secret_name(image.pk)] if image is not None else [],
+        priority=run.priority,  # its PriorityClass on a cluster that has them (apps/runtime/priority.py)
     )
 
 

@@ -94,6 +94,7 @@ def pipeline_workloads(pipeline: Pipeline, pool: Pool) -> list[tuple[str, Worklo
         pipeline_name=pipeline.name,
         number=RUN_PLACEHOLDER,
         spec=spec,
+        priority=int(spec.get("priority") or 0),  # as start_spec_run gives it: its pods' priority class
         created_by=project.created_by,
         created_at=timezone.now(),
     )

@@ -29,7 +29,8 @@ POLICIES = ("backfill", "greedy")
 
 
 def current() -> str:
-    """The policy the queue follows now ("backfill" or "greedy"; an unknown name is "greedy")."""
+    """The policy the queue follows now ("backfill" or "greedy"). An unknown name is a system check's error
+    (apps/jobs/checks.py, jobs.E001); should a process run past it, the queue keeps the default, "greedy"."""
     name = getattr(settings, "PORTAL_QUEUE_POLICY", "greedy")
     return name if name in POLICIES else "greedy"
 

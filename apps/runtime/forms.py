@@ -42,7 +42,7 @@ class ClusterForm(StyledFormMixin, forms.ModelForm):
         fields = [
             "name", "description", "enabled", "in_cluster", "context", "version", "default_namespace",
             "operators", "node_selector", "resource_group_label", "gpu_resource", "gpu_type_label", "vgpu_resources",
-            "rdma_resource", "volcano_queue", "work_volume_claim",
+            "rdma_resource", "volcano_queue", "priority_classes", "work_volume_claim",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
         # The model's fields have no verbose names (a migration each): the page's words are here.
@@ -61,6 +61,7 @@ class ClusterForm(StyledFormMixin, forms.ModelForm):
             "vgpu_resources": _("vGPU resources"),
             "rdma_resource": _("RDMA resource"),
             "volcano_queue": _("Volcano queue"),
+            "priority_classes": _("Priority classes installed"),
             "work_volume_claim": _("Work volume claim"),
         }
 

@@ -159,6 +159,12 @@ class Cluster(models.Model):
         help_text=format_lazy(_("installed: {operators}"), operators=", ".join(Operator.values)),
     )
     volcano_queue = models.CharField(max_length=63, default="default")
+    priority_classes = models.BooleanField(
+        default=False,
+        help_text=_(
+            "k8s/priorityclasses/ is applied here: tasks' pods name the priority class of their run's priority"
+        ),
+    )
     work_volume_claim = models.CharField(
         max_length=253,
         blank=True,

@@ -266,6 +266,9 @@ class Workload:
     procs_per_replica: int = 0
     # kind "distributed": how the processes share model and data (apps/runtime/strategy.py); empty = none.
     strategy: dict[str, Any] = field(default_factory=dict)
+    # A pipeline task's run priority (the queue's order; apps/runtime/priority.py): its pods name that level's
+    # PriorityClass on a cluster that has them. None: no class (notebooks, services).
+    priority: int | None = None
 
     def __post_init__(self) -> None:
         self.node_selector = _string_map(self.node_selector, "node_selector")

@@ -71,6 +71,19 @@ def test_the_demo_pipeline_becomes_one_valid_job_per_node_and_nothing_is_created
     assert not KubeWorkload.objects.exists()
 
 
+def test_on_a_cluster_with_the_portals_priority_classes_the_pods_name_the_runs(iris, cluster):
+    cluster.priority_classes = True
+    cluster.save(update_fields=["priority_classes"])
+    spec = dict(iris.spec, priority=2)
+    save_pipeline(iris.project, iris.created_by, name=iris.name, spec=spec, pipeline=iris)
+    out = StringIO()
+    call_command("pipeline_manifests", "project-a/iris", stdout=out)
+
+    objects = documents(out.getvalue())
+    validate_all(objects, "1.33")
+    assert {obj["spec"]["template"]["spec"]["priorityClassName"] for obj in objects} == {"portal-priority-2"}
+
+
 def test_a_project_secret_shows_as_the_secret_key_ref_the_pod_will_have_never_its_value(world, cluster):
     from apps.projects.secrets import create_secret
     from apps.runtime.kubernetes.manifests.meta import env_secret_name

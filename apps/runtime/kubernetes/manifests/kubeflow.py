@@ -31,7 +31,7 @@ from typing import Any
 from apps.runtime import strategy as strategies
 from apps.runtime.kubernetes.manifests.job import describe, true_conditions
 from apps.runtime.kubernetes.manifests.meta import NAME_MAX, ManifestError, metadata, object_name
-from apps.runtime.kubernetes.manifests.pod import command_of, pod_template
+from apps.runtime.kubernetes.manifests.pod import command_of, pod_template, priority_class_of
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.models import Operator
 from apps.runtime.workload import Phase, Workload
@@ -133,6 +133,8 @@ def run_policy(workload: Workload, profile: ClusterProfile, total: int) -> dict[
         # Gang scheduling, when the operator runs with --gang-scheduler-name=volcano: all replicas or none, so
         # two half-scheduled jobs never wait on each other's GPUs.
         policy["schedulingPolicy"] = {"minAvailable": total, "queue": profile.volcano_queue}
+        if name := priority_class_of(workload, profile):
+            policy["schedulingPolicy"]["priorityClass"] = name  # the PodGroup's, as a Volcano Job's
     return policy
 
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from apps.projects.secrets import referenced_name
+from apps.runtime import priority
 from apps.runtime.kubernetes.manifests.meta import (
     ANNOTATION_DEFAULT_CONTAINER,
     ManifestError,
@@ -162,7 +163,16 @@ def scheduling_of(workload: Workload, profile: ClusterProfile, accelerators: boo
         spec["affinity"] = dict(workload.affinity)
     if workload.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in workload.image_pull_secrets]
+    if name := priority_class_of(workload, profile):
+        spec["priorityClassName"] = name
     return spec
+
+
+def priority_class_of(workload: Workload, profile: ClusterProfile) -> str:
+    """The PriorityClass of a task's run priority on a cluster that has the portal's classes; "" otherwise."""
+    if workload.priority is None or not profile.priority_classes:
+        return ""
+    return priority.class_name(workload.priority)
 
 
 def container_of(

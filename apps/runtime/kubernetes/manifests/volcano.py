@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from apps.runtime.kubernetes.manifests.meta import ManifestError, metadata
-from apps.runtime.kubernetes.manifests.pod import command_of, pod_template
+from apps.runtime.kubernetes.manifests.pod import command_of, pod_template, priority_class_of
 from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.models import Operator
 from apps.runtime.workload import Phase, Workload
@@ -64,6 +64,9 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
         "plugins": {"env": [], "svc": []},
         "policies": [{"event": "PodFailed", "action": on_failure}, {"event": "PodEvicted", "action": on_failure}],
     }
+    if name := priority_class_of(workload, profile):
+        # The job's PodGroup takes it: Volcano orders the jobs pending in a queue by it, as the portal's queue did.
+        spec["priorityClassName"] = name
     if workload.retries:
         # Volcano reads an absent (or zero) maxRetry as 3; without retries no policy restarts anything.
         spec["maxRetry"] = workload.retries

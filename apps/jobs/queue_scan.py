@@ -1,0 +1,163 @@
+"""The greedy queue read a little at a time (docs/scheduling.md, "Cost per pass"): a dispatch pass costs what it
+starts, not how long the queue is.
+
+The waiting tasks come from the database in dispatch order (run priority, then age), in chunks that double. After
+each chunk the pass asks whether anything behind it could still start: the tasks not yet read are grouped by what
+their admission depends on — project, run in flight or not, resources, replicas — and by their stored waiting
+reason (one GROUP BY; a few rows however long the queue), and one task of each group is asked, in the pass's state
+now. When none could start, the pass stops reading. A task's admission depends on nothing else (a pipeline's
+parallelism only refuses more; a task still in its retry backoff is skipped, as a full walk skips it), so a refused
+representative means a refused group.
+
+The tasks not read keep their waiting reason when it is still the one a full walk would give: each group's is
+recomputed from its representative, and only a group whose reason changed is rewritten (one UPDATE). Two kinds of
+task are read one by one instead, since their reasons depend on their own run: those of the runs the pass was
+called for (an advance: a task of theirs ended or was created) and of the runs it started a task of; and a stored
+"pipeline parallelism" reason is left as it is, since it changes only with its own run (which then is one of those).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Min, Q, QuerySet
+
+from apps.jobs.models import PipelineRun, RunStatus, TaskRun, TaskStatus
+from apps.jobs.runstate import hold_plans
+
+LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+FIRST_CHUNK = 32
+PARALLELISM = "waiting for a slot — pipeline parallelism"  # the prefix of a run-level reason (dispatcher._over_counts)
+ORDER = ("-run__priority", "created_at", "pk")
+
+# (the reason a task would be given now, whether it could start): the pass's `_place` in its state at the time.
+Judge = Callable[[TaskRun], tuple[str, bool]]
+
+
+class Queue:
+    """One pass's walk of the waiting tasks in dispatch order; iterate it, then `settle()` the ones not read."""
+
+    def __init__(self, known_runs: dict[int, PipelineRun], now: datetime, related: tuple[str, ...]) -> None:
+        self.known_runs = known_runs
+        self.now = now
+        self.related = related
+        self.waiting = TaskRun.objects.filter(status=TaskStatus.WAITING, run__status__in=LIVE)
+        self.last: tuple[int, datetime, int] | None = None
+        self.started_runs: set[int] = set()  # runs the pass started a task of (`started`)
+        self.starts = 0
+        self.read = 0
+        self.stopped = False
+        self._groups: list[tuple[dict[str, Any], str]] = []  # (group, the reason it would be given now)
+        self._judge: Judge | None = None
+
+    def project_ids(self) -> set[int]:
+        """The projects with waiting tasks (one DISTINCT query)."""
+        return set(self.waiting.order_by().values_list("run__project_id", flat=True).distinct())
+
+    def walk(self, judge: Judge) -> Iterator[TaskRun]:
+        """The waiting tasks in dispatch order, with their runs, until none behind could start (asked with `judge`
+        after each chunk, which sees what the tasks yielded so far took); then the unread ones of the runs touched."""
+        self._judge = judge
+        size = FIRST_CHUNK
+        while True:
+            rows = list(self._rest().order_by(*ORDER)[:size])
+            yield from self._with_runs(rows)
+            self.read += len(rows)
+            if len(rows) < size:
+                return  # the whole queue was read
+            self.last = (rows[-1].run.priority, rows[-1].created_at, rows[-1].pk)
+            if self._any_could_start():
+                size *= 2
+                continue
+            break
+        self.stopped = True
+        touched = set(self.known_runs) | self.started_runs
+        if touched:
+            rows = list(self._rest().filter(run_id__in=touched).order_by(*ORDER))
+            self.read += len(rows)
+            starts = self.starts
+            yield from self._with_runs(rows)
+            if self.starts > starts:
+                # One of them started (a run already in flight passes a concurrent-runs limit that its group's task
+                # did not): the groups' reasons are asked again, in the state it left.
+                self._any_could_start()
+
+    def started(self, task: TaskRun) -> None:
+        """The pass starts `task` (the dispatcher tells the walk, which reads its run's other tasks one by one)."""
+        self.started_runs.add(task.run_id)
+        self.starts += 1
+
+    def settle(self) -> list[TaskRun]:
+        """After the walk stopped: rewrite the reasons of the unread tasks whose group's reason changed; returns them
+        (their new reason set)."""
+        if not self.stopped:
+            return []
+        touched = set(self.known_runs) | self.started_runs
+        changed: list[TaskRun] = []
+        for group, reason in self._groups:
+            stored = group["waiting_reason"]
+            if reason == stored or stored.startswith(PARALLELISM):
+                continue
+            members = self._due().filter(
+                run__project_id=group["run__project_id"],
+                run__status=group["run__status"],
+                replicas=group["replicas"],
+                waiting_reason=stored,
+            )
+            if touched:
+                members = members.exclude(run_id__in=touched)
+            shape = _shape(group["resources"])
+            ids = [pk for pk, resources in members.values_list("pk", "resources") if _shape(resources) == shape]
+            if not ids:
+                continue
+            TaskRun.objects.filter(pk__in=ids).update(waiting_reason=reason)
+            for task in TaskRun.objects.filter(pk__in=ids):
+                changed.append(task)
+        return changed
+
+    def _rest(self) -> QuerySet[TaskRun]:
+        """The waiting tasks after the last one read, in dispatch order."""
+        if self.last is None:
+            return self.waiting
+        priority, created, pk = self.last
+        return self.waiting.filter(
+            Q(run__priority__lt=priority)
+            | Q(run__priority=priority, created_at__gt=created)
+            | Q(run__priority=priority, created_at=created, pk__gt=pk)
+        )
+
+    def _due(self) -> QuerySet[TaskRun]:
+        """The unread tasks a pass may start now (not in a retry's backoff)."""
+        return self._rest().filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
+
+    def _with_runs(self, rows: list[TaskRun]) -> list[TaskRun]:
+        wanted = {t.run_id for t in rows}
+        runs = {pk: run for pk, run in self.known_runs.items() if pk in wanted}
+        if missing := wanted - runs.keys():
+            runs.update(PipelineRun.objects.select_related(*self.related).defer("spec").in_bulk(missing))
+        for task in rows:
+            task.run = runs[task.run_id]
+        live = [t for t in rows if t.run.status in LIVE]  # a known run's own status, as the advance has it now
+        hold_plans({t.run_id: t.run for t in live}.values())
+        return live
+
+    def _any_could_start(self) -> bool:
+        """Whether a task not read yet could start now: one of each group is asked."""
+        fields = ("run__project_id", "run__status", "resources", "replicas", "waiting_reason")
+        groups = list(self._due().order_by().values(*fields).annotate(rep=Min("pk")))
+        reps = TaskRun.objects.select_related(*(f"run__{r}" for r in self.related)).in_bulk([g["rep"] for g in groups])
+        assert self._judge is not None
+        self._groups = []
+        for group in groups:
+            reason, could_start = self._judge(reps[group["rep"]])
+            if could_start:
+                return True
+            self._groups.append((group, reason))
+        return False
+
+
+def _shape(resources: Any) -> str:
+    return json.dumps(resources, sort_keys=True)
