@@ -249,8 +249,12 @@ def _advance(run_id: int, only: set[int] | None, reports: dict[int, dict | None]
     """The advance and the dispatch it enables, in one transaction: one commit (a WAL flush) per event."""
     ended: list[int] = []  # tokens of attempts that ended
     with transaction.atomic():
+        # FOR NO KEY UPDATE: the advance never changes the run's key, so rows that refer to the run (a tracking
+        # run its task creates, a dataset version it publishes) may be written meanwhile. FOR UPDATE also blocked
+        # their foreign-key checks (FOR KEY SHARE) until this commit, and deadlocked a task's runs/create
+        # against advances of its run (seen under load on PostgreSQL).
         run = (
-            PipelineRun.objects.select_for_update(of=("self",), skip_locked=not wait)
+            PipelineRun.objects.select_for_update(of=("self",), skip_locked=not wait, no_key=True)
             .select_related(*RUN_RELATED)  # the dispatch in this transaction needs them
             .defer("spec")  # the plan cache has it
             .filter(pk=run_id)

@@ -254,7 +254,7 @@ def _record_starts(workloads: list[Workload]) -> None:
         if len(ids) == 1:
             started = ids if queued.update(status=TaskStatus.RUNNING, started_at=now) else []
         else:
-            started = list(queued.select_for_update().values_list("pk", flat=True))
+            started = list(queued.select_for_update(no_key=True).values_list("pk", flat=True))
             TaskRun.objects.filter(pk__in=started).update(status=TaskStatus.RUNNING, started_at=now)
     by_run: dict[int, list[Workload]] = defaultdict(list)
     for workload in workloads:

@@ -348,7 +348,7 @@ def start_once(user: Any, request_key: RequestKey | None, start: Callable[[], Pi
 def cancel_run(run: PipelineRun) -> PipelineRun:
     """Stop a run: queued work is dropped, running processes are killed."""
     with transaction.atomic():
-        run = PipelineRun.objects.select_for_update().get(pk=run.pk)
+        run = PipelineRun.objects.select_for_update(no_key=True).get(pk=run.pk)
         if run.status in RUN_FINISHED or run.status == RunStatus.CANCELLING:
             return run
         run.status = RunStatus.CANCELLING

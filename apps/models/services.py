@@ -206,7 +206,8 @@ def _task_image_digest(task: Any) -> str:
     """The image digest the task's runtime reported so far ("" before its pod started, or on the local runtime).
     Read under the task's row lock, which `tag_image_digest`'s caller holds while it tags the task's runs: a run
     created while the digest is recorded either sees the digest here or is committed before it is tagged."""
-    found = TaskRun.objects.select_for_update().filter(pk=task.pk).values_list("image_digest", flat=True).first()
+    locked = TaskRun.objects.select_for_update(no_key=True).filter(pk=task.pk)
+    found = locked.values_list("image_digest", flat=True).first()
     return found or ""
 
 

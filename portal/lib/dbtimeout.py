@@ -5,7 +5,9 @@ huge table) holds a database connection and a web worker for minutes.
 as their long statements are legitimate. The limit is `PORTAL_REQUEST_STATEMENT_TIMEOUT` seconds (0: none).
 
 - PostgreSQL enforces it itself: the first statement of a request sets the session's `statement_timeout` (outside
-  any transaction, so that a later rollback cannot undo it) and the end of the request resets it.
+  any transaction, so that a later rollback cannot undo it) and the end of the request resets it. A thread that
+  serves requests and nothing else (`keep_limit_on_this_thread`: the MLflow API's) keeps the limit on its
+  connection instead, so its next request on that connection needs neither statement.
 - SQLite has no such setting: the connection gets a progress handler that interrupts the statement running
   past the deadline its request set when the statement started (outside requests no deadline is set).
 
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +36,18 @@ logger = logging.getLogger(__name__)
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("statement_deadline", default=None)
 # How many SQLite virtual-machine instructions between two looks at the clock.
 _PROGRESS_STEPS = 10_000
+
+# Threads that serve requests only (the MLflow API's long-lived threads): their connections keep the limit from
+# one request to the next instead of a SET and a RESET around each (two round trips of a ~3-statement log_metric).
+# `_kept` maps such a PostgreSQL connection (the DB-API object: a replaced connection starts without) to the limit
+# its session has, in milliseconds; only a limit SET outside any transaction is kept (no rollback can undo it).
+_serving_only = threading.local()
+_kept: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def keep_limit_on_this_thread() -> None:
+    """This thread serves requests and nothing else: its connections may keep the limit between requests."""
+    _serving_only.keep = True
 
 
 def _past_deadline() -> int:
@@ -74,6 +90,10 @@ class _StatementGuard:
         raw = connection.connection
         if self.applied_to is raw:
             return
+        ms = int(self.seconds * 1000)
+        if _kept.get(raw) == ms:  # the session has it since an earlier request of this thread
+            self.applied_to = raw
+            return
         if connection.in_atomic_block:
             if self.in_transaction is raw:
                 return
@@ -81,19 +101,36 @@ class _StatementGuard:
         else:
             self.in_transaction = None
             self.applied_to = raw
+        _kept.pop(raw, None)
         with raw.cursor() as cursor:
-            cursor.execute(f"SET statement_timeout = {int(self.seconds * 1000)}")
+            cursor.execute(f"SET statement_timeout = {ms}")
 
     def reset(self, connection: Any) -> None:
         if connection.vendor != "postgresql" or connection.in_atomic_block:
             return
         if self.applied_to is None or self.applied_to is not connection.connection:
             return
+        if getattr(_serving_only, "keep", False):
+            _kept[self.applied_to] = int(self.seconds * 1000)
+            return
         try:
             with connection.connection.cursor() as cursor:
                 cursor.execute("RESET statement_timeout")
         except Exception:  # a broken connection is closed and replaced anyway
             logger.debug("could not reset statement_timeout", exc_info=True)
+
+
+def _drop_kept(connection: Any) -> None:
+    """No limit for this request: a session that kept one from an earlier request loses it."""
+    raw = connection.connection
+    if raw is None or raw not in _kept or connection.in_atomic_block:
+        return
+    del _kept[raw]
+    try:
+        with raw.cursor() as cursor:
+            cursor.execute("RESET statement_timeout")
+    except Exception:  # a broken connection is closed and replaced anyway
+        logger.debug("could not reset statement_timeout", exc_info=True)
 
 
 class StatementTimeoutMiddleware:
@@ -107,9 +144,10 @@ class StatementTimeoutMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         seconds = settings.PORTAL_REQUEST_STATEMENT_TIMEOUT
-        if not seconds or seconds <= 0:
-            return self.get_response(request)
         connection = connections[DEFAULT_DB_ALIAS]
+        if not seconds or seconds <= 0:
+            _drop_kept(connection)
+            return self.get_response(request)
         guard = _StatementGuard(seconds)
         token = _deadline.set(None)
         try:
