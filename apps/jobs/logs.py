@@ -493,8 +493,14 @@ def history(
 # probe; one shorter than a trigram has no index and is scanned. The scan goes through the run's (run_id, id) index
 # (`_after`): never past another run's lines.
 PROBE_LINES = 4000
-_PROBE_SQL = "SELECT * FROM ({window}) AS w WHERE lower(text) LIKE lower(%s) ORDER BY id LIMIT %s"  # see ILike
-_PROBED_SQL = "SELECT max(id), count(*) FROM ({window}) AS w"
+# One statement reads the window once: its matching lines (see ILike for `lower() LIKE lower()`) and its
+# PROBE_LINES-th line, matching or not, whose id is where the probe stopped. That line is the last of the window,
+# so it ends the rows; without it the window held every line of the run. Numbering the rows streams (the window is
+# read in id order already), so a full page still stops the read early.
+_PROBE_SQL = (
+    "SELECT * FROM (SELECT w.*, lower(w.text) LIKE lower(%s) AS hit, row_number() OVER (ORDER BY w.id) AS n"
+    " FROM ({window}) AS w) AS p WHERE hit OR n = %s ORDER BY id LIMIT %s"
+)
 
 
 def _searched(
@@ -507,13 +513,14 @@ def _searched(
     found: list[dict[str, Any]] = []
     after = count = 0
     if PROBE_LINES:
-        window = _after(lines, run_id, 0).order_by("pk")
-        found = _raw(lines.db, _PROBE_SQL, window.values_list(*_COLUMNS)[:PROBE_LINES], [pattern, limit])
+        window = _after(lines, run_id, 0).order_by("pk").values_list(*_COLUMNS)[:PROBE_LINES]
+        rows = _raw(lines.db, _PROBE_SQL, window, [pattern], [PROBE_LINES, limit])
+        found = [line_dict(**dict(zip(_COLUMNS, row[:-2], strict=True))) for row in rows if row[-2]]
         if len(found) >= limit:
             return found
-        after, count = _raw(lines.db, _PROBED_SQL, window.values_list("id")[:PROBE_LINES], [], dicts=False)[0]
-        if count < PROBE_LINES:  # every line of the run read
+        if not rows or rows[-1][-1] < PROBE_LINES:  # every line of the run read
             return found
+        after, count = rows[-1][0], PROBE_LINES
     rest = limit - len(found)
     if len(q) >= TRIGRAM and len(found) * CHUNK_LINES * 4 <= count:
         return found + _matching(run, node, lines.filter(pk__gt=after), [q], rest)
@@ -526,13 +533,12 @@ def _after(lines: QuerySet[LogLine], run_id: int, after: int) -> QuerySet[LogLin
     return lines.extra(where=[f"({_TABLE}.run_id, {_TABLE}.id) > (%s, %s)"], params=[run_id, after or 0])
 
 
-def _raw(using: str, sql: str, window: QuerySet, params: list, *, dicts: bool = True) -> list:
-    """Rows of `sql` over the `window` query (as lines' dicts, or as they come)."""
+def _raw(using: str, sql: str, window: QuerySet, before: list, after: list) -> list[tuple]:
+    """Rows of `sql` over the `window` query; `before` and `after` are the parameters on either side of it."""
     window_sql, window_params = window.query.sql_with_params()
     with connections[using].cursor() as cursor:
-        cursor.execute(sql.format(window=window_sql), [*window_params, *params])
-        rows = cursor.fetchall()
-    return [line_dict(**dict(zip(_COLUMNS, row, strict=True))) for row in rows] if dicts else rows
+        cursor.execute(sql.format(window=window_sql), [*before, *window_params, *after])
+        return cursor.fetchall()
 
 
 # Spans whose lines the first query reads, doubled for each next one: a frequent keyword fills `limit` from the first

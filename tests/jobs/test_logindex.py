@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.jobs import logindex, logs
 from apps.jobs.logindex import ChunkIndexer, Piece
@@ -185,3 +186,22 @@ def test_first_error_is_found_in_chunks_and_tails(run, fit):
 def test_search_of_a_run_without_lines_finds_nothing(run, fit):
     assert search(run, "anything") == []
     assert first_error(run) is None
+
+
+@pytest.mark.parametrize("probe", [1, 5, 11, 12, 13, 40])
+@pytest.mark.parametrize(("q", "limit"), [("loss", 500), ("loss", 3), ("step 1", 500), ("xx", 500), ("sTeP 11 ", 1)])
+def test_the_probe_reads_its_window_in_one_statement_and_finds_what_the_scan_finds(
+    run, fit, monkeypatch, probe, q, limit
+):
+    """12 lines, every third with `loss`: a window shorter than the run, as long, longer; a page filled in it or not;
+    the window's last line matching (probe 12 with "loss") or not."""
+    monkeypatch.setattr(logs, "PROBE_LINES", probe)
+    with LogWriter(fit) as writer:
+        for i in range(12):
+            writer.write("0", "stdout", f"step {i}" + (" loss" if i % 3 == 2 else "") + " ")
+    with CaptureQueriesContext(connection) as queries:
+        found = search(run, q, limit=limit)
+    assert texts(found) == scanned(run, q)[:limit]
+    windows = [query["sql"] for query in queries.captured_queries if "row_number()" in query["sql"]]
+    assert len(windows) == 1
+    assert not [query["sql"] for query in queries.captured_queries if "count(*)" in query["sql"].lower()]
