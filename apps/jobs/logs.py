@@ -542,8 +542,11 @@ def _raw(using: str, sql: str, window: QuerySet, before: list, after: list) -> l
 
 
 # Spans whose lines the first query reads, doubled for each next one: a frequent keyword fills `limit` from the first
-# few, a rare one has few.
+# few, a rare one has few. At most MAX_SPANS a query: past ~64 the bitmap of their lines outgrows work_mem, turns
+# lossy, and every line of its pages is rechecked against every span's condition (10M lines of bench/logs.py, a
+# keyword in most chunks: 128 spans took 6.5 s, 256 took 14.6 s; 32 take ~50 ms).
 FIRST_SPANS = 4
+MAX_SPANS = 32
 
 
 def _matching(
@@ -568,7 +571,7 @@ def _matching(
         found += _dicts(lines.filter(spans).filter(contains)[: limit - len(found)])
         if len(found) >= limit:
             break
-        budget, taken, spans = budget * 2, 0, Q()
+        budget, taken, spans = min(budget * 2, MAX_SPANS), 0, Q()
     return found
 
 

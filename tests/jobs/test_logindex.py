@@ -102,10 +102,16 @@ def test_pieces_become_chunks_of_at_least_chunk_lines_in_order():
     assert spans(indexer.take(5, now=0)) == [(5, 1, 1200), (5, 1201, 2400), (5, 2401, 3000)]
 
 
-@pytest.mark.parametrize(("first_spans", "probe"), [(1, 0), (100, 0), (4, 3), (4, 20)])
-def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(run, fit, monkeypatch, first_spans, probe):
-    """`probe`: lines read before the index is asked (none: the index at once); a keyword found there reads on."""
+@pytest.mark.parametrize(
+    ("first_spans", "probe", "max_spans"), [(1, 0, 32), (100, 0, 200), (4, 3, 32), (4, 20, 32), (1, 0, 1), (2, 0, 3)]
+)
+def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(
+    run, fit, monkeypatch, first_spans, probe, max_spans
+):
+    """`probe`: lines read before the index is asked (none: the index at once); a keyword found there reads on.
+    `max_spans`: the most spans one query reads (the next ones read the rest)."""
     monkeypatch.setattr(logs, "FIRST_SPANS", first_spans)
+    monkeypatch.setattr(logs, "MAX_SPANS", max_spans)
     monkeypatch.setattr(logs, "PROBE_LINES", probe)
     monkeypatch.setattr(logs, "CHUNK_LINES", 10)
     evaluate = TaskRun.objects.create(run=run, node="eval")
