@@ -6,12 +6,14 @@ a) Live path. A pipeline task prints the lines; the real local agent (`runagent`
    Every line carries the time it was printed, so the client measures print-to-browser latency and checks
    that no line is missing or duplicated. Peer: the same lines in 500-line messages through
    `RedisPubSubChannelLayer` on the same Redis to a receiving process (no database, no websocket).
-b) Search. 1M stored lines of one run (loaded with COPY, with their chunks on PostgreSQL, as a restore would
-   bring them), `search(run, keyword)` (median of 5) vs the plain `icontains` query over the run's lines.
+b) Search. 1M stored lines of one run (made by the database on PostgreSQL, with their chunks, as a restore would
+   bring them), `search(run, keyword)` (median of 5) vs the plain `icontains` query over the run's lines, at each
+   size of the growth curve (--grow, --search-lines).
 
 Prints numbers and ratios; the targets are printed, never asserted.
 
-    .venv/bin/python bench/logs.py [--lines 200000] [--stored 1000000] [--without-index]
+    .venv/bin/python bench/logs.py [--lines 200000] [--stored 1000000 [--grow N]] [--without-index]
+    .venv/bin/python bench/logs.py --search-only --search-lines 1000000,10000000   (b) alone, the growth curve)
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override, sqlite:/// works too)
 """
 
@@ -19,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import importlib
 import itertools
 import json
+import math
 import os
-import random
 import socket
 import statistics
 import subprocess
@@ -283,29 +286,62 @@ def live_peer(n: int) -> dict[str, Any]:
 # --- b) search ----------------------------------------------------------------------------------
 
 
+def line_text(i: int) -> str:
+    """Line `i`'s text: training logs whose ids and numbers come from md5(i), so PostgreSQL makes the same lines
+    in SQL (`SEED_SQL`): 60 % steps with loss and lr, 30 % loader lines naming a 64-bit shard, 10 % checkpoints, and
+    the rare word at RARE_AT."""
+    h = hashlib.md5(str(i).encode(), usedforsecurity=False).hexdigest()
+    v = int(h[:8], 16)
+    if i in RARE_AT:
+        return f"worker-{i % 8}: container {h[:12]} {RARE} (exit code 137), restarting"
+    kind = i % 10
+    if kind < 6:
+        lr = (v // 100_000) % 1000
+        return (
+            f"epoch {i // 50_000} step {i} loss 0.{v % 100_000:05d} lr {lr // 100}.{lr % 100:02d}e-04 "
+            f"throughput {800 + v % 400} samples/s"
+        )
+    if kind < 9:
+        return f"DEBUG loader worker-{i % 8}: fetched shard {h[:16]} ({v % 9999 + 1} records)"
+    return f"WARNING checkpoint {h[:8]} saved to s3://bench/ckpt/{i}.pt in {v % 990 + 9} ms"
+
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
 def stored_lines(n: int, tasks: list, start: int = 0) -> Any:
-    """Rows as COPY takes them, lines `start` to `n` of the run: training logs with random ids and numbers, the rare
-    word 3 times (in the first million)."""
-    rnd = random.Random(7 + start)
-    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    """Rows of the stored columns (STORED), lines `start` to `n` of the run, spread over `tasks` in turn."""
     for i in range(start, n):
         task = tasks[i % len(tasks)]
         seq = i // len(tasks) + 1
-        kind = i % 10
-        if i in RARE_AT:
-            text = f"worker-{i % 8}: container {rnd.getrandbits(48):012x} {RARE} (exit code 137), restarting"
-        elif kind < 6:
-            text = (
-                f"epoch {i // 50_000} step {i} loss {rnd.random():.5f} lr {rnd.random() / 1000:.3e} "
-                f"throughput {rnd.uniform(800, 1200):.1f} samples/s"
-            )
-        elif kind < 9:
-            shard, records = rnd.getrandbits(64), rnd.randrange(1, 9999)
-            text = f"DEBUG loader worker-{i % 8}: fetched shard {shard:016x} ({records} records)"
-        else:
-            checkpoint, ms = rnd.getrandbits(32), rnd.randrange(9, 999)
-            text = f"WARNING checkpoint {checkpoint:08x} saved to s3://bench/ckpt/{i}.pt in {ms} ms"
-        yield (task.run_id, task.pk, task.node, 1, "0", seq, t0 + timedelta(milliseconds=i), "stdout", text)
+        yield (task.run_id, task.pk, task.node, 1, "0", seq, T0 + timedelta(milliseconds=i), "stdout", line_text(i))
+
+
+# `line_text` in SQL, for lines %(start)s to %(end)s - 1: the server makes 10M lines in a minute or two where
+# Python would take several to make and send them. md5 as in line_text; v is its first 8 hex digits as a number.
+SEED_SQL = """
+INSERT INTO jobs_logline (run_id, task_id, node, attempt, replica, seq, ts, stream, text)
+SELECT %(run)s, (%(tasks)s::bigint[])[i %% %(n)s + 1], (%(nodes)s::text[])[i %% %(n)s + 1], 1, '0', i / %(n)s + 1,
+       %(t0)s::timestamptz + i * interval '1 millisecond', 'stdout',
+       CASE
+         WHEN i = ANY(%(rare_at)s::bigint[]) THEN
+           'worker-' || i %% 8 || ': container ' || left(h, 12) || ' ' || %(rare)s || ' (exit code 137), restarting'
+         WHEN i %% 10 < 6 THEN
+           'epoch ' || i / 50000 || ' step ' || i || ' loss 0.' || lpad((v %% 100000)::text, 5, '0')
+           || ' lr ' || (v / 100000 %% 1000) / 100 || '.' || lpad(((v / 100000 %% 1000) %% 100)::text, 2, '0')
+           || 'e-04 throughput ' || 800 + v %% 400 || ' samples/s'
+         WHEN i %% 10 < 9 THEN
+           'DEBUG loader worker-' || i %% 8 || ': fetched shard ' || left(h, 16) || ' (' || v %% 9999 + 1 || ' records)'
+         ELSE
+           'WARNING checkpoint ' || left(h, 8) || ' saved to s3://bench/ckpt/' || i || '.pt in '
+           || v %% 990 + 9 || ' ms'
+       END
+FROM (
+  SELECT i, h, ('x' || left(h, 8))::bit(32)::bigint AS v
+  FROM (SELECT i, md5(i::text) AS h FROM generate_series(%(start)s::bigint, %(end)s::bigint - 1) AS i) AS g
+) AS s
+ORDER BY i
+"""
 
 
 def text_index_sql() -> list[str]:
@@ -332,10 +368,14 @@ def drop_text_index() -> None:
             cursor.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
 
 
-def load(rows: Any, index: list[str]) -> tuple[float, float]:
-    """Bulk-insert the rows (an iterator) as a restore would: PostgreSQL COPY with FK triggers off, SQLite
-    executemany in 5000s; the text index (its SQL in `index`; PostgreSQL: and the chunks, all made anew) is built
-    afterwards. Returns (lines/s, index seconds)."""
+SQLITE_BATCH = 50_000  # rows per executemany
+
+
+def load(tasks: list, start: int, end: int, index: list[str]) -> tuple[float, float]:
+    """Store lines `start` to `end` of the run as a restore would: PostgreSQL makes them in one INSERT … SELECT
+    (SEED_SQL) with FK triggers off, SQLite takes them by executemany in batches of SQLITE_BATCH; the text index (its
+    SQL in `index`; PostgreSQL: and the chunks, all made anew) is built afterwards. Returns (seconds to store the
+    lines, seconds to index them)."""
     from django.db import connection, transaction
 
     postgres = connection.vendor == "postgresql"
@@ -347,39 +387,37 @@ def load(rows: Any, index: list[str]) -> tuple[float, float]:
                 cursor.execute(f"DROP TRIGGER IF EXISTS {trigger}")
     started = time.perf_counter()
     if postgres:
-        connection.ensure_connection()
-        with connection.connection.cursor() as cursor:
-            cursor.execute("SET session_replication_role = replica")  # the ids are right by construction
-            count = 0
-            with cursor.copy(f"COPY jobs_logline ({', '.join(STORED)}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-                    count += 1
-            cursor.execute("SET session_replication_role = DEFAULT")
+        params = {
+            "run": tasks[0].run_id, "tasks": [task.pk for task in tasks], "nodes": [task.node for task in tasks],
+            "n": len(tasks), "t0": T0, "rare_at": list(RARE_AT), "rare": RARE, "start": start, "end": end,
+        }  # fmt: skip
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL session_replication_role = replica")  # the ids are right by construction
+            cursor.execute("SET LOCAL synchronous_commit = off")
+            cursor.execute(SEED_SQL, params)
     else:
         sql = f"INSERT INTO jobs_logline ({', '.join(STORED)}) VALUES ({', '.join(['%s'] * len(STORED))})"
         adapt = connection.ops.adapt_datetimefield_value
-        count = 0
+        rows = stored_lines(end, tasks, start)
         with transaction.atomic(), connection.cursor() as cursor:
-            while batch := [(*row[:6], adapt(row[6]), *row[7:]) for row in itertools.islice(rows, 5000)]:
+            while batch := [(*row[:6], adapt(row[6]), *row[7:]) for row in itertools.islice(rows, SQLITE_BATCH)]:
                 cursor.executemany(sql, batch)
-                count += len(batch)
-    rate = count / (time.perf_counter() - started)
+    store_s = time.perf_counter() - started
     started = time.perf_counter()
     with connection.cursor() as cursor:
         if postgres:  # the chunks the agent's indexer writes, made for loaded lines as jobs.0006 makes them
             cursor.execute("DELETE FROM jobs_logchunk")
             cursor.execute(importlib.import_module("apps.jobs.migrations.0006_logchunk").BACKFILL)
         if postgres and index:
-            cursor.execute("SET maintenance_work_mem = '256MB'")
+            cursor.execute("SET maintenance_work_mem = '512MB'")
         if not postgres and index:
             cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
         for sql in index:
             cursor.execute(sql)
     index_s = time.perf_counter() - started
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE jobs_logline, jobs_logchunk" if postgres else "ANALYZE")
-    return rate, index_s
+        cursor.execute("VACUUM ANALYZE jobs_logline, jobs_logchunk" if postgres else "ANALYZE")
+    return store_s, index_s
 
 
 def unindexed(run, q: str, limit: int = 500) -> list[dict[str, Any]]:
@@ -408,6 +446,11 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--stored", type=int, default=1_000_000)
     parser.add_argument("--grow", type=int, default=0, help="then grow the stored run to this many lines, search again")
+    parser.add_argument(
+        "--search-lines",
+        type=lambda text: sorted({int(size) for size in text.split(",")}),
+        help="the sizes of the growth curve, e.g. 1000000,10000000: search at each (instead of --stored/--grow)",
+    )
     parser.add_argument("--search-only", action="store_true", help="b) alone")
     parser.add_argument("--without-index", action="store_true", help="drop the text index first (as before it)")
     args = parser.parse_args()
@@ -435,15 +478,18 @@ def main() -> None:
 
     stored_run = PipelineRun.objects.create(project=project, pipeline_name="stored", number=2)
     tasks = [TaskRun.objects.create(run=stored_run, node=f"shard-{k}") for k in range(4)]
-    searched = []  # (lines, lines/s loaded, index seconds, [(label, q, ours s, scan s, hits, same)])
-    for size in (args.stored, args.grow) if args.grow > args.stored else (args.stored,):
-        copy_rate, index_s = load(stored_lines(size, tasks, start=searched[-1][0] if searched else 0), index)
+    searched = []  # (lines, seconds to store the new ones, index seconds, [(label, q, ours s, scan s, hits, same)])
+    sizes = args.search_lines or ((args.stored, args.grow) if args.grow > args.stored else (args.stored,))
+    for size in sizes:
+        start = searched[-1][0] if searched else 0
+        store_s, index_s = load(tasks, start, size, index)
+        print(f"stored lines {start:,}–{size:,} in {store_s:.1f} s, indexed in {index_s:.1f} s", flush=True)
         searches = []
         for label, q in SHAPES:
             ours_s, found = timed(lambda q=q: search(stored_run, q))
             peer_s, expected = timed(lambda q=q: unindexed(stored_run, q))
             searches.append((label, q, ours_s, peer_s, len(found), found == expected))
-        searched.append((size, copy_rate, index_s, searches))
+        searched.append((size, store_s, index_s, searches))
 
     if not args.search_only:
 
@@ -462,9 +508,11 @@ def main() -> None:
         print("target: ≥ 250,000 lines/s, p99 < 50 ms, nothing missing or duplicated")
         print("CPU per 1,000 lines (ms): " + ", ".join(f"{k} {v / n * 1e6:.1f}" for k, v in ours["cpu"].items()))
 
-    for size, copy_rate, index_s, searches in searched:
+    for (size, store_s, index_s, searches), start in zip(searched, [0, *(row[0] for row in searched)], strict=False):
         built = f", text index built in {index_s:.1f} s" if index else ", no text index"
-        print(f"\nb) search: {size:,} lines of one run (loaded at {copy_rate:,.0f} lines/s{built}), median of 5")
+        print(
+            f"\nb) search: {size:,} lines of one run ({size - start:,} stored in {store_s:.1f} s{built}), median of 5"
+        )
         header = ("keyword", "q", "search ms", "scan ms", "ratio", "hits", "same")
         print("{:<10}{:<13}{:>11}{:>10}{:>9}{:>7}{:>6}".format(*header))
         for label, q, ours_s, peer_s, hits, same in searches:
@@ -473,11 +521,12 @@ def main() -> None:
                 f"{hits:>7}{'yes' if same else 'NO':>6}"
             )
     print("target: every keyword ≤ 20 ms and never slower than the scan (ratio ≤ 1)")
-    if len(searched) == 2:
-        (small, *_, first), (large, *_, second) = searched
-        pairs = zip(first, second, strict=True)
-        growth = ", ".join(f"{a[0]} ×{b[2] / a[2]:.2f} (scan ×{b[3] / a[3]:.2f})" for a, b in pairs)
-        print(f"growth {small:,} → {large:,} lines (×{large / small:.0f}): {growth}")
+    for (small, *_, first), (large, *_, second) in itertools.pairwise(searched):
+        # time ∝ lines^k: k ≈ 0 is a flat cost per search whatever the run's size, k ≈ 1 is linear (a full scan)
+        print(f"growth {small:,} → {large:,} lines (×{large / small:g}), time ×factor and exponent k (time ∝ lines^k):")
+        for a, b in zip(first, second, strict=True):
+            k, k_scan = (math.log(b[i] / a[i]) / math.log(large / small) for i in (2, 3))
+            print(f"  {a[0]:<10} search ×{b[2] / a[2]:.2f} (k {k:+.2f}), scan ×{b[3] / a[3]:.2f} (k {k_scan:+.2f})")
 
 
 if __name__ == "__main__":

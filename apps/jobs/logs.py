@@ -493,8 +493,16 @@ def history(
 # probe; one shorter than a trigram has no index and is scanned. The scan goes through the run's (run_id, id) index
 # (`_after`): never past another run's lines.
 PROBE_LINES = 4000
-_PROBE_SQL = "SELECT * FROM ({window}) AS w WHERE lower(text) LIKE lower(%s) ORDER BY id LIMIT %s"  # see ILike
-_PROBED_SQL = "SELECT max(id), count(*) FROM ({window}) AS w"
+# The probe is one statement (`_probed`): the window's matches (see ILike for `lower() LIKE lower()`) and, only when
+# they are fewer than a page, the id of its PROBE_LINES-th line, where the probe stopped (none: the window held every
+# line of the run). That id is read from the run's (run_id, id) index alone, and only when the one-time filter lets
+# it: a full page costs what the matches cost (a `row_number()` over the window instead cost 70 % more for it).
+_PROBE_SQL = (
+    "WITH m AS MATERIALIZED (SELECT * FROM ({window}) AS w WHERE lower(text) LIKE lower(%s) ORDER BY id LIMIT %s)"
+    " SELECT *, true FROM m UNION ALL"
+    " SELECT e.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false FROM ({end}) AS e"
+    " WHERE (SELECT count(*) FROM m) < %s"
+)
 
 
 def _searched(
@@ -507,17 +515,29 @@ def _searched(
     found: list[dict[str, Any]] = []
     after = count = 0
     if PROBE_LINES:
-        window = _after(lines, run_id, 0).order_by("pk")
-        found = _raw(lines.db, _PROBE_SQL, window.values_list(*_COLUMNS)[:PROBE_LINES], [pattern, limit])
-        if len(found) >= limit:
+        found, stopped = _probed(_after(lines, run_id, 0).order_by("pk"), pattern, limit)
+        if len(found) >= limit or stopped is None:  # a full page, or every line of the run read
             return found
-        after, count = _raw(lines.db, _PROBED_SQL, window.values_list("id")[:PROBE_LINES], [], dicts=False)[0]
-        if count < PROBE_LINES:  # every line of the run read
-            return found
+        after, count = stopped, PROBE_LINES
     rest = limit - len(found)
     if len(q) >= TRIGRAM and len(found) * CHUNK_LINES * 4 <= count:
         return found + _matching(run, node, lines.filter(pk__gt=after), [q], rest)
     return found + _dicts(_after(lines, run_id, after).filter(text__ilike=pattern)[:rest])
+
+
+def _probed(window: QuerySet[LogLine], pattern: str, limit: int) -> tuple[list[dict[str, Any]], int | None]:
+    """The lines among the first PROBE_LINES of `window` that match `pattern`, up to `limit`, and the id of its
+    PROBE_LINES-th line when fewer than `limit` match (None when it has fewer lines): one statement (_PROBE_SQL)."""
+    lines_sql, lines_params = window.values_list(*_COLUMNS)[:PROBE_LINES].query.sql_with_params()
+    end_sql, end_params = window.values_list("id")[PROBE_LINES - 1 : PROBE_LINES].query.sql_with_params()
+    with connections[window.db].cursor() as cursor:
+        cursor.execute(
+            _PROBE_SQL.format(window=lines_sql, end=end_sql), [*lines_params, pattern, limit, *end_params, limit]
+        )
+        rows = cursor.fetchall()
+    hits = sorted((row[:-1] for row in rows if row[-1]), key=lambda row: row[0])  # a UNION ALL has no order of its own
+    ends = [row[0] for row in rows if not row[-1]]
+    return [line_dict(**dict(zip(_COLUMNS, row, strict=True))) for row in hits], ends[0] if ends else None
 
 
 def _after(lines: QuerySet[LogLine], run_id: int, after: int) -> QuerySet[LogLine]:
@@ -526,18 +546,12 @@ def _after(lines: QuerySet[LogLine], run_id: int, after: int) -> QuerySet[LogLin
     return lines.extra(where=[f"({_TABLE}.run_id, {_TABLE}.id) > (%s, %s)"], params=[run_id, after or 0])
 
 
-def _raw(using: str, sql: str, window: QuerySet, params: list, *, dicts: bool = True) -> list:
-    """Rows of `sql` over the `window` query (as lines' dicts, or as they come)."""
-    window_sql, window_params = window.query.sql_with_params()
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql.format(window=window_sql), [*window_params, *params])
-        rows = cursor.fetchall()
-    return [line_dict(**dict(zip(_COLUMNS, row, strict=True))) for row in rows] if dicts else rows
-
-
 # Spans whose lines the first query reads, doubled for each next one: a frequent keyword fills `limit` from the first
-# few, a rare one has few.
+# few, a rare one has few. At most MAX_SPANS a query: past ~64 the bitmap of their lines outgrows work_mem, turns
+# lossy, and every line of its pages is rechecked against every span's condition (10M lines of bench/logs.py, a
+# keyword in most chunks: 128 spans took 6.5 s, 256 took 14.6 s; 32 take ~50 ms).
 FIRST_SPANS = 4
+MAX_SPANS = 32
 
 
 def _matching(
@@ -562,7 +576,7 @@ def _matching(
         found += _dicts(lines.filter(spans).filter(contains)[: limit - len(found)])
         if len(found) >= limit:
             break
-        budget, taken, spans = budget * 2, 0, Q()
+        budget, taken, spans = min(budget * 2, MAX_SPANS), 0, Q()
     return found
 
 

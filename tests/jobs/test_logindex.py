@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.jobs import logindex, logs
 from apps.jobs.logindex import ChunkIndexer, Piece
@@ -101,10 +102,16 @@ def test_pieces_become_chunks_of_at_least_chunk_lines_in_order():
     assert spans(indexer.take(5, now=0)) == [(5, 1, 1200), (5, 1201, 2400), (5, 2401, 3000)]
 
 
-@pytest.mark.parametrize(("first_spans", "probe"), [(1, 0), (100, 0), (4, 3), (4, 20)])
-def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(run, fit, monkeypatch, first_spans, probe):
-    """`probe`: lines read before the index is asked (none: the index at once); a keyword found there reads on."""
+@pytest.mark.parametrize(
+    ("first_spans", "probe", "max_spans"), [(1, 0, 32), (100, 0, 200), (4, 3, 32), (4, 20, 32), (1, 0, 1), (2, 0, 3)]
+)
+def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(
+    run, fit, monkeypatch, first_spans, probe, max_spans
+):
+    """`probe`: lines read before the index is asked (none: the index at once); a keyword found there reads on.
+    `max_spans`: the most spans one query reads (the next ones read the rest)."""
     monkeypatch.setattr(logs, "FIRST_SPANS", first_spans)
+    monkeypatch.setattr(logs, "MAX_SPANS", max_spans)
     monkeypatch.setattr(logs, "PROBE_LINES", probe)
     monkeypatch.setattr(logs, "CHUNK_LINES", 10)
     evaluate = TaskRun.objects.create(run=run, node="eval")
@@ -185,3 +192,22 @@ def test_first_error_is_found_in_chunks_and_tails(run, fit):
 def test_search_of_a_run_without_lines_finds_nothing(run, fit):
     assert search(run, "anything") == []
     assert first_error(run) is None
+
+
+@pytest.mark.parametrize("probe", [1, 5, 11, 12, 13, 40])
+@pytest.mark.parametrize(("q", "limit"), [("loss", 500), ("loss", 3), ("step 1", 500), ("xx", 500), ("sTeP 11 ", 1)])
+def test_the_probe_reads_its_window_in_one_statement_and_finds_what_the_scan_finds(
+    run, fit, monkeypatch, probe, q, limit
+):
+    """12 lines, every third with `loss`: a window shorter than the run, as long, longer; a page filled in it or not;
+    the window's last line matching (probe 12 with "loss") or not."""
+    monkeypatch.setattr(logs, "PROBE_LINES", probe)
+    with LogWriter(fit) as writer:
+        for i in range(12):
+            writer.write("0", "stdout", f"step {i}" + (" loss" if i % 3 == 2 else "") + " ")
+    with CaptureQueriesContext(connection) as queries:
+        found = search(run, q, limit=limit)
+    assert texts(found) == scanned(run, q)[:limit]
+    statements = [query["sql"] for query in queries.captured_queries]
+    windows = [sql for sql in statements if f"> ({run.pk}, 0)" in sql]  # the run's lines from its first, in id order
+    assert len(windows) == 1  # the probe's window, read by one statement
