@@ -40,11 +40,14 @@ from apps.jobs.models import (
     TASK_ACTIVE,
     PipelineRun,
     RunSlot,
+    RunSlotDelta,
     RunStatus,
     TaskRun,
     TaskStatus,
     TaskUsageSlot,
+    TaskUsageSlotDelta,
 )
+from apps.jobs.rollups import COMPACT_AFTER, compact
 from apps.jobs.usage import recent_usage
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project
@@ -210,29 +213,52 @@ def _day_of(field: str, days: list[date]) -> Case:
     )
 
 
+def _rolled_up(summary: QuerySet, deltas: QuerySet, key: str, sums: dict[str, str]) -> list[dict[str, Any]]:
+    """A roll-up's rows of the window by (day, `key`): the summary's and the deltas not yet compacted, in ONE
+    statement (`UNION ALL`, one snapshot), so a compaction committing meanwhile is seen whole or not at all and the
+    sum is exact. When the window had many deltas (no beat running, say), compacts them for the next fetch."""
+    grouped = [
+        queryset.values("day", key).annotate(**{n: Sum(c) for n, c in sums.items()}, rows=rows).order_by()
+        for queryset, rows in ((summary, Value(0)), (deltas, Count("pk")))
+    ]
+    merged: dict[tuple, dict[str, Any]] = {}
+    read_deltas = 0
+    for row in grouped[0].union(grouped[1], all=True):
+        read_deltas += row.pop("rows")
+        into = merged.setdefault((row["day"], row[key]), {"day": row["day"], key: row[key]} | dict.fromkeys(sums, 0))
+        for name in sums:
+            into[name] += row[name] or 0
+    if read_deltas > COMPACT_AFTER:
+        compact()
+    first = next(iter(sums))
+    return [row for row in merged.values() if row[first]]
+
+
 def _runs_by_day(project: Project, since: datetime, days: list[date]) -> list[dict[str, Any]]:
-    """Runs created each day of the window by status, from the roll-up of quarter hours (`RunSlot`): at most 96 rows
-    per day and status whatever the number of runs. `since` and the days' starts are local midnights, which fall on
-    a quarter hour in every zone in use, so a slot lies within one local day."""
-    return list(
-        RunSlot.objects.filter(project=project, slot__gte=since, runs__gt=0)
-        .annotate(day=_day_of("slot", days))
-        .values("day", "status")
-        .annotate(n=Sum("runs"))
-        .order_by()
+    """Runs created each day of the window by status, from the roll-up of quarter hours (`RunSlot` and its deltas):
+    at most 96 rows per day and status whatever the number of runs. `since` and the days' starts are local midnights,
+    which fall on a quarter hour in every zone in use, so a slot lies within one local day."""
+    return _rolled_up(
+        *(
+            model.objects.filter(project=project, slot__gte=since).annotate(day=_day_of("slot", days))
+            for model in (RunSlot, RunSlotDelta)
+        ),
+        key="status",
+        sums={"n": "runs"},
     )
 
 
 def _usage_by_day(project: Project, since: datetime, days: list[date]) -> list[dict[str, Any]]:
     """CPU-seconds the tasks that ended each day used, and GPU-seconds they held (GPUs asked × wall time), by the
     diagnosed cause of their failures (empty: not failed): the failures by cause come with the same query. Read from
-    the roll-up of quarter hours (`TaskUsageSlot`), like the runs."""
-    return list(
-        TaskUsageSlot.objects.filter(project=project, slot__gte=since, tasks__gt=0)
-        .annotate(day=_day_of("slot", days))
-        .values("day", "failure_cause")
-        .annotate(n=Sum("tasks"), cpu=Sum("cpu_seconds"), gpu=Sum("gpu_seconds"))
-        .order_by()
+    the roll-up of quarter hours (`TaskUsageSlot` and its deltas), like the runs."""
+    return _rolled_up(
+        *(
+            model.objects.filter(project=project, slot__gte=since).annotate(day=_day_of("slot", days))
+            for model in (TaskUsageSlot, TaskUsageSlotDelta)
+        ),
+        key="failure_cause",
+        sums={"n": "tasks", "cpu": "cpu_seconds", "gpu": "gpu_seconds"},
     )
 
 

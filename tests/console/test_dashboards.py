@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.console import dashboards
-from apps.jobs.models import RunStatus, TaskStatus
+from apps.jobs import rollups
+from apps.jobs.models import RunSlotDelta, RunStatus, TaskStatus, TaskUsageSlotDelta
 from apps.notebooks.models import Notebook
 from apps.serving.models import InferenceService
 from tests.factories import ProjectFactory, dataset, dataset_version
@@ -421,6 +422,30 @@ def test_overview_charts_read_the_daily_roll_ups_not_the_runs(world):
     assert sum("jobs_taskusageslot" in sql for sql in statements) == 1
     assert not any('"jobs_taskrun"."finished_at" >=' in sql for sql in statements)
     assert not any('"jobs_pipelinerun"."created_at" >=' in sql for sql in statements)
+
+
+def test_overview_charts_are_the_same_before_and_after_a_compaction_and_compact_many_deltas(world, monkeypatch):
+    """The page sums the summaries and the deltas not yet compacted: a compaction changes nothing it shows. When it
+    read more deltas than `COMPACT_AFTER` (no beat running), it compacts them itself."""
+    for status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.FAILED):
+        run = PipelineRunFactory(project=world.project_a, status=RunStatus.RUNNING)
+        TaskRunFactory(run=run, usage={"cpu_seconds": 3600}, failure_cause="oom", status=TaskStatus.FAILED)
+        run.status = status
+        run.save(update_fields=["status"])
+    shown = overview(world.bob).context["stats"]
+    rollups.compact()
+    assert not RunSlotDelta.objects.exists()
+    compacted = overview(world.bob).context["stats"]
+    assert (shown.chart, shown.failure_causes) == (compacted.chart, compacted.failure_causes)
+    assert (compacted.succeeded, compacted.failed, compacted.cpu_hours) == (1, 2, 3.0)
+
+    run.status = RunStatus.SUCCEEDED
+    run.save(update_fields=["status"])
+    monkeypatch.setattr(dashboards, "COMPACT_AFTER", 1)
+    stats = overview(world.bob).context["stats"]
+    assert (stats.succeeded, stats.failed) == (2, 1)
+    assert not RunSlotDelta.objects.exists()
+    assert not TaskUsageSlotDelta.objects.exists()
 
 
 # --- Live progress ------------------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
-"""The overview's roll-ups (`RunSlot`, `TaskUsageSlot`, kept by the triggers of migration jobs.0015) equal a fresh
-aggregate of the runs and task attempts after every kind of write: creates, saves, queryset updates, bulk updates,
-deletes, a project's cascade; and the migration's fill equals them too."""
+"""The overview's roll-ups (`RunSlot`, `TaskUsageSlot` and the deltas the triggers of migration jobs.0015 append)
+equal a fresh aggregate of the runs and task attempts after every kind of write: creates, saves, queryset updates,
+bulk updates, deletes, a project's cascade; with the deltas compacted after every write and without; the migration's
+fill equals them too. On PostgreSQL, writers never wait on each other for the roll-ups (the crosswise pattern that
+deadlocked with shared summary rows commits on both sides), and the compaction is one at a time and loses nothing
+that commits while it runs."""
 
 from __future__ import annotations
 
@@ -12,7 +15,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection, connections, transaction
 
-from apps.jobs.models import SLOT_SECONDS, PipelineRun, RunSlot, RunStatus, TaskRun, TaskStatus, TaskUsageSlot
+from apps.jobs import rollups
+from apps.jobs.models import (
+    SLOT_SECONDS,
+    PipelineRun,
+    RunSlot,
+    RunSlotDelta,
+    RunStatus,
+    TaskRun,
+    TaskStatus,
+    TaskUsageSlot,
+    TaskUsageSlotDelta,
+)
 from tests.projects.factories import PipelineRunFactory, TaskRunFactory
 
 migration = importlib.import_module("apps.jobs.migrations.0015_slot_rollups")
@@ -54,22 +68,47 @@ def fresh_usage() -> dict[tuple, tuple[int, float, float]]:
 
 
 def stored_runs() -> dict[tuple, int]:
-    return {(s.project_id, s.slot, s.status): s.runs for s in RunSlot.objects.exclude(runs=0)}
+    """What a reader sums: the summary and the deltas not yet compacted."""
+    counts: dict[tuple, int] = defaultdict(int)
+    for model in (RunSlot, RunSlotDelta):
+        for s in model.objects.all():
+            counts[(s.project_id, s.slot, s.status)] += s.runs
+    return {key: n for key, n in counts.items() if n}
 
 
 def stored_usage() -> dict[tuple, tuple[int, float, float]]:
-    return {
-        (s.project_id, s.slot, s.failure_cause): (s.tasks, round(s.cpu_seconds, 6), round(s.gpu_seconds, 6))
-        for s in TaskUsageSlot.objects.exclude(tasks=0)
-    }
+    sums: dict[tuple, list] = defaultdict(lambda: [0, 0.0, 0.0])
+    for model in (TaskUsageSlot, TaskUsageSlotDelta):
+        for s in model.objects.all():
+            row = sums[(s.project_id, s.slot, s.failure_cause)]
+            row[0] += s.tasks
+            row[1] += s.cpu_seconds
+            row[2] += s.gpu_seconds
+    # to 6 decimals: sums of floats, added and taken away in another order
+    return {key: (n, round(cpu, 6) + 0.0, round(gpu, 6) + 0.0) for key, (n, cpu, gpu) in sums.items() if n}
 
 
-def assert_rollups_are_true() -> None:
-    assert stored_runs() == fresh_runs()
-    assert stored_usage() == fresh_usage()  # to 6 decimals: sums of floats, added and taken away in another order
+@pytest.fixture(params=["deltas", "compacted"])
+def assert_rollups_are_true(request):
+    """After a write: what a reader sums equals a fresh aggregate; with `compacted`, compacts first and checks that
+    the deltas are gone and the summary alone holds it (no row of a zero count left)."""
+
+    def check() -> None:
+        if request.param == "compacted":
+            assert rollups.compact() is not None
+            assert not RunSlotDelta.objects.exists()
+            assert not TaskUsageSlotDelta.objects.exists()
+            assert not RunSlot.objects.filter(runs=0).exists()
+            assert not TaskUsageSlot.objects.filter(tasks=0).exists()
+        assert stored_runs() == fresh_runs()
+        assert stored_usage() == fresh_usage()
+
+    return check
 
 
-def test_runs_count_in_the_slot_they_were_created_in_under_their_status_through_every_write(world):
+def test_runs_count_in_the_slot_of_their_creation_under_their_status_through_every_write(
+    world, assert_rollups_are_true
+):
     a, b = world.project_a, world.project_b
     runs = [
         PipelineRunFactory(project=a, status=RunStatus.QUEUED, created_at=T0 + timedelta(minutes=7 * i))
@@ -108,7 +147,7 @@ def test_runs_count_in_the_slot_they_were_created_in_under_their_status_through_
     assert_rollups_are_true()
 
 
-def test_task_attempts_count_their_usage_in_the_slot_they_ended_in(world):
+def test_task_attempts_count_their_usage_in_the_slot_they_ended_in(world, assert_rollups_are_true):
     run = PipelineRunFactory(project=world.project_a, status=RunStatus.RUNNING, created_at=T0)
     waiting = TaskRunFactory(run=run, node="prepare", status=TaskStatus.WAITING)
     assert stored_usage() == {}
@@ -149,7 +188,7 @@ def test_task_attempts_count_their_usage_in_the_slot_they_ended_in(world):
     assert_rollups_are_true()
 
 
-def test_deleting_a_project_takes_its_roll_ups_and_leaves_the_others(world):
+def test_deleting_a_project_takes_its_roll_ups_and_leaves_the_others(world, assert_rollups_are_true):
     for project in (world.project_a, world.project_b):
         run = PipelineRunFactory(project=project, created_at=T0)
         TaskRunFactory(run=run, usage={"cpu_seconds": 5})
@@ -161,9 +200,12 @@ def test_deleting_a_project_takes_its_roll_ups_and_leaves_the_others(world):
     assert not TaskUsageSlot.objects.filter(project_id=world.project_a.pk).exists()
     assert {k: v for k, v in theirs[0].items() if k[0] == world.project_b.pk} == stored_runs()
     assert_rollups_are_true()
+    rollups.compact()  # the deltas its runs' removal appended go with the compaction
+    assert not RunSlotDelta.objects.filter(project_id=world.project_a.pk).exists()
+    assert not TaskUsageSlotDelta.objects.filter(project_id=world.project_a.pk).exists()
 
 
-def test_the_migration_fills_the_roll_ups_from_what_is_stored(world):
+def test_the_migration_fills_the_roll_ups_from_what_is_stored(world, assert_rollups_are_true):
     for i in range(5):
         run = PipelineRunFactory(project=world.project_a, status=RunStatus.FAILED, created_at=T0 + timedelta(hours=i))
         TaskRunFactory(
@@ -175,8 +217,8 @@ def test_the_migration_fills_the_roll_ups_from_what_is_stored(world):
         )
     TaskRunFactory(run=run, node="waiting", status=TaskStatus.WAITING)
     expected = (stored_runs(), stored_usage())
-    RunSlot.objects.all().delete()
-    TaskUsageSlot.objects.all().delete()
+    for model in (RunSlot, TaskUsageSlot, RunSlotDelta, TaskUsageSlotDelta):
+        model.objects.all().delete()
 
     with connection.cursor() as cursor:
         for sql in migration.backfill_sql(connection.vendor):
@@ -186,36 +228,155 @@ def test_the_migration_fills_the_roll_ups_from_what_is_stored(world):
     assert_rollups_are_true()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_concurrent_status_changes_of_one_slot_lose_no_count(world):
-    """Two transactions move runs of the same slot at once: the second waits for the first's row of the roll-up
-    and adds to what it committed (PostgreSQL; SQLite serialises its writers anyway)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("concurrent writers: PostgreSQL")
-    runs = [PipelineRunFactory(project=world.project_a, status=RunStatus.RUNNING, created_at=T0) for _ in range(8)]
-    first_wrote, errors = threading.Event(), []
+def test_compacting_twice_changes_nothing_and_an_empty_compaction_folds_nothing(world):
+    run = PipelineRunFactory(project=world.project_a, status=RunStatus.RUNNING, created_at=T0)
+    TaskRunFactory(run=run, finished_at=T0, usage={"cpu_seconds": 3})
+    run.status = RunStatus.SUCCEEDED
+    run.save(update_fields=["status"])
+    before = (stored_runs(), stored_usage())
 
-    def move(ids: list[int], hold: bool) -> None:
+    assert rollups.compact() == (3, 1)  # the run's +1 as queued, then -1 queued and +1 succeeded; the task's +1
+    after = (stored_runs(), stored_usage())
+    assert rollups.compact() == (0, 0)
+
+    assert before == after == (stored_runs(), stored_usage()) == (fresh_runs(), fresh_usage())
+    assert RunSlot.objects.count() == 1  # the queued row fell to zero and went
+
+
+# --- Concurrent writers and compactions (PostgreSQL: SQLite serialises its writers) -----------------------------
+
+
+def in_thread(target, *args) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
         try:
-            with transaction.atomic():
-                PipelineRun.objects.filter(pk__in=ids).update(status=RunStatus.SUCCEEDED)
-                if hold:
-                    first_wrote.set()
-                    threading.Event().wait(0.5)  # the other writer reaches the same roll-up rows meanwhile
-        except Exception as exc:  # reported by the assertion below
+            target(*args)
+        except BaseException as exc:  # reported by the test's assertion
             errors.append(exc)
         finally:
-            first_wrote.set()
             connections.close_all()
 
-    first = threading.Thread(target=move, args=([r.pk for r in runs[:4]], True))
-    first.start()
-    first_wrote.wait(5)
-    second = threading.Thread(target=move, args=([r.pk for r in runs[4:]], False))
-    second.start()
-    first.join(10)
-    second.join(10)
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, errors
 
-    assert errors == []
-    assert stored_runs() == {(world.project_a.pk, slot(T0), RunStatus.SUCCEEDED): 8}
-    assert_rollups_are_true()
+
+def no_waiting() -> None:
+    """In the current transaction: any lock wait over 1 s is an error (the writers must never wait for a lock)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL lock_timeout = '1s'")
+
+
+def end_task(task: TaskRun) -> None:
+    TaskRun.objects.filter(pk=task.pk).update(
+        status=TaskStatus.SUCCEEDED, finished_at=T0 + timedelta(minutes=2), usage={"cpu_seconds": 4}
+    )
+
+
+def end_run(run: PipelineRun) -> None:
+    PipelineRun.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("compacted", [False, True])
+def test_crosswise_writers_of_one_slot_both_commit_without_waiting(world, compacted):
+    """T1 ends a task, then ends its run; T2 ends a run, then a task: the same project and quarter hour, so with
+    shared roll-up rows T1 held the usage row and wanted the (slot, running) row that T2 held, which wanted the
+    usage row: a deadlock. With deltas, each step of each takes no lock the other holds (lock_timeout 1 s), and
+    each step completes while the other transaction is still open."""
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent writers: PostgreSQL")
+    runs = [PipelineRunFactory(project=world.project_a, status=RunStatus.RUNNING, created_at=T0) for _ in range(2)]
+    tasks = [TaskRunFactory(run=run, status=TaskStatus.RUNNING) for run in runs]
+    if compacted:
+        rollups.compact()
+    steps = [threading.Event() for _ in range(4)]
+    reached: list[bool] = []
+
+    def first() -> None:
+        with transaction.atomic():
+            no_waiting()
+            end_task(tasks[0])
+            steps[0].set()
+            reached.append(steps[1].wait(5))  # T2 has ended its run
+            end_run(runs[0])
+            steps[2].set()
+            reached.append(steps[3].wait(5))  # T2 has ended its task, its transaction still open
+
+    def second() -> None:
+        reached.append(steps[0].wait(5))
+        with transaction.atomic():
+            no_waiting()
+            end_run(runs[1])
+            steps[1].set()
+            reached.append(steps[2].wait(5))
+            end_task(tasks[1])
+            steps[3].set()
+
+    (t1, errors1), (t2, errors2) = in_thread(first), in_thread(second)
+    t1.join(15)
+    t2.join(15)
+
+    assert (errors1, errors2) == ([], [])
+    assert reached == [True, True, True, True]
+    assert stored_runs() == {(world.project_a.pk, slot(T0), RunStatus.SUCCEEDED): 2}
+    assert stored_usage() == {(world.project_a.pk, slot(T0), ""): (2, 8.0, 0.0)}
+    assert (stored_runs(), stored_usage()) == (fresh_runs(), fresh_usage())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_compaction_at_a_time_and_writers_never_wait_for_it(world):
+    """While a compaction's transaction is open: a second compaction returns at once, folding nothing; a writer
+    appends and commits without waiting. A writer whose transaction was open across the compaction keeps its
+    deltas for the next one. Nothing is counted twice or lost, whichever commits first."""
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent compactions: PostgreSQL")
+    runs = [PipelineRunFactory(project=world.project_a, status=RunStatus.RUNNING, created_at=T0) for _ in range(3)]
+    compacting, compacted, wrote = (threading.Event() for _ in range(3))
+    results: dict[str, object] = {}
+
+    def compactor() -> None:
+        with transaction.atomic():
+            results["first"] = rollups.compact()  # joins this transaction: holds the lock until it commits
+            compacting.set()
+            results["writer committed meanwhile"] = wrote.wait(5)
+        compacted.set()
+
+    def slow_writer() -> None:  # open before the compaction, committed after it
+        with transaction.atomic():
+            no_waiting()
+            end_run(runs[2])
+            started.set()
+            results["compaction committed meanwhile"] = compacted.wait(5)
+
+    started = threading.Event()
+    slow, slow_errors = in_thread(slow_writer)
+    assert started.wait(5)
+    comp, comp_errors = in_thread(compactor)
+    assert compacting.wait(5)
+
+    results["second"] = rollups.compact()  # this thread's own connection, in autocommit
+    with transaction.atomic():
+        no_waiting()
+        end_run(runs[0])  # committed while the compaction is open
+    wrote.set()
+    comp.join(10)
+    slow.join(10)
+
+    assert (slow_errors, comp_errors) == ([], [])
+    assert results["second"] is None
+    assert results["first"] == (3, 0)  # the three runs' creation; not the slow writer's uncommitted change
+    assert results["writer committed meanwhile"]
+    assert results["compaction committed meanwhile"]
+    assert (stored_runs(), stored_usage()) == (fresh_runs(), fresh_usage())
+    assert rollups.compact() == (4, 0)  # both writers' -1 running, +1 succeeded
+    assert not RunSlotDelta.objects.exists()
+    assert (
+        stored_runs()
+        == fresh_runs()
+        == {
+            (world.project_a.pk, slot(T0), RunStatus.RUNNING): 1,
+            (world.project_a.pk, slot(T0), RunStatus.SUCCEEDED): 2,
+        }
+    )

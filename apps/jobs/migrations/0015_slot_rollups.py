@@ -2,14 +2,16 @@
 
 A run counts in the slot (quarter hour, UTC) it was created in under its current status; a task attempt, once it has
 ended, in the slot of its end under its failure cause. Every insert, update and delete of jobs_pipelinerun and
-jobs_taskrun adds its difference, so a status change moves one count from one row to another whoever makes it.
+jobs_taskrun appends its difference to a delta table (`RunSlotDelta`, `TaskUsageSlotDelta`): a plain INSERT of new
+rows, no unique key and no upsert, so a writer never takes a lock another writer holds, whatever the project and the
+quarter hour (an `ON CONFLICT DO UPDATE` on shared summary rows made concurrent status changes of one project wait on
+each other until commit, and deadlock when two transactions took two such rows in opposite orders). The compaction
+(apps/jobs/rollups.py) folds the deltas into the summaries; readers sum both in one statement.
 
 On PostgreSQL the triggers are per statement with transition tables (the house pattern of models.0004): a bulk
-`update()`, `bulk_update` or `bulk_create` adds its differences grouped in one statement, taking the roll-up's rows in
-key order, so two writers touching the same rows wait on each other in turn, never crosswise. The counts are
-`INSERT … ON CONFLICT DO UPDATE SET n = n + d`, which adds to the newest committed value: no update is lost. A delete
-only subtracts from rows that exist (a project's cascade may have removed them already). On SQLite the triggers are
-per row (its writers are serialised)."""
+`update()`, `bulk_update` or `bulk_create` appends its differences grouped, one row per key whose sum is not zero
+(+1 under the new key, -1 under the old; unchanged rows cancel). On SQLite they are per row, under a `WHEN` on the
+counted columns: one design for both, so the page and the compaction read the same tables on either database."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -49,49 +51,18 @@ def pg_task_rows(rows: str, sign: int) -> str:
     )
 
 
-def pg_add_runs(source: str) -> str:
+def pg_append_runs(source: str) -> str:
     return f"""
-        INSERT INTO jobs_runslot (project_id, slot, status, runs)
-        SELECT project_id, slot, status, sum(d) FROM ({source}) AS changes
-        GROUP BY 1, 2, 3 HAVING sum(d) <> 0 ORDER BY 1, 2, 3
-        ON CONFLICT (project_id, slot, status) DO UPDATE SET runs = jobs_runslot.runs + EXCLUDED.runs;
+        INSERT INTO jobs_runslotdelta (project_id, slot, status, runs)
+        SELECT project_id, slot, status, sum(d) FROM ({source}) AS changes GROUP BY 1, 2, 3 HAVING sum(d) <> 0;
     """
 
 
-def pg_subtract_runs(source: str) -> str:
-    grouped = f"SELECT project_id, slot, status, count(*) AS n FROM ({source}) AS gone GROUP BY 1, 2, 3"
+def pg_append_tasks(source: str) -> str:
     return f"""
-        PERFORM 1 FROM jobs_runslot s JOIN ({grouped}) g USING (project_id, slot, status)
-            ORDER BY s.project_id, s.slot, s.status FOR UPDATE OF s;
-        UPDATE jobs_runslot s SET runs = s.runs - g.n FROM ({grouped}) g
-            WHERE s.project_id = g.project_id AND s.slot = g.slot AND s.status = g.status;
-    """
-
-
-def pg_add_tasks(source: str) -> str:
-    return f"""
-        INSERT INTO jobs_taskusageslot (project_id, slot, failure_cause, tasks, cpu_seconds, gpu_seconds)
+        INSERT INTO jobs_taskusageslotdelta (project_id, slot, failure_cause, tasks, cpu_seconds, gpu_seconds)
         SELECT project_id, slot, failure_cause, sum(d), sum(cpu), sum(gpu) FROM ({source}) AS changes
-        GROUP BY 1, 2, 3 HAVING sum(d) <> 0 OR sum(cpu) <> 0 OR sum(gpu) <> 0 ORDER BY 1, 2, 3
-        ON CONFLICT (project_id, slot, failure_cause) DO UPDATE SET
-            tasks = jobs_taskusageslot.tasks + EXCLUDED.tasks,
-            cpu_seconds = jobs_taskusageslot.cpu_seconds + EXCLUDED.cpu_seconds,
-            gpu_seconds = jobs_taskusageslot.gpu_seconds + EXCLUDED.gpu_seconds;
-    """
-
-
-def pg_subtract_tasks(source: str) -> str:
-    grouped = (
-        f"SELECT project_id, slot, failure_cause, count(*) AS n, sum(cpu) AS cpu, sum(gpu) AS gpu "
-        f"FROM ({source}) AS gone GROUP BY 1, 2, 3"
-    )
-    return f"""
-        PERFORM 1 FROM jobs_taskusageslot s JOIN ({grouped}) g USING (project_id, slot, failure_cause)
-            ORDER BY s.project_id, s.slot, s.failure_cause FOR UPDATE OF s;
-        UPDATE jobs_taskusageslot s
-            SET tasks = s.tasks - g.n, cpu_seconds = s.cpu_seconds + g.cpu, gpu_seconds = s.gpu_seconds + g.gpu
-            FROM ({grouped}) g
-            WHERE s.project_id = g.project_id AND s.slot = g.slot AND s.failure_cause = g.failure_cause;
+        GROUP BY 1, 2, 3 HAVING sum(d) <> 0 OR sum(cpu) <> 0 OR sum(gpu) <> 0;
     """
 
 
@@ -115,12 +86,12 @@ def postgresql_sql() -> list[tuple[str, str]]:
     tasks_changed = f"{pg_task_rows('new_rows', 1)} UNION ALL {pg_task_rows('old_rows', -1)}"
     return [
         (PG_NUMBER, "DROP FUNCTION IF EXISTS jobs_json_number(jsonb, text);"),
-        pg_trigger("jobs_pipelinerun", "INSERT", pg_add_runs(pg_run_rows("new_rows", 1)), "NEW TABLE AS new_rows"),
-        pg_trigger("jobs_pipelinerun", "UPDATE", pg_add_runs(runs_changed), both),
-        pg_trigger("jobs_pipelinerun", "DELETE", pg_subtract_runs(pg_run_rows("old_rows", 1)), "OLD TABLE AS old_rows"),
-        pg_trigger("jobs_taskrun", "INSERT", pg_add_tasks(pg_task_rows("new_rows", 1)), "NEW TABLE AS new_rows"),
-        pg_trigger("jobs_taskrun", "UPDATE", pg_add_tasks(tasks_changed), both),
-        pg_trigger("jobs_taskrun", "DELETE", pg_subtract_tasks(pg_task_rows("old_rows", -1)), "OLD TABLE AS old_rows"),
+        pg_trigger("jobs_pipelinerun", "INSERT", pg_append_runs(pg_run_rows("new_rows", 1)), "NEW TABLE AS new_rows"),
+        pg_trigger("jobs_pipelinerun", "UPDATE", pg_append_runs(runs_changed), both),
+        pg_trigger("jobs_pipelinerun", "DELETE", pg_append_runs(pg_run_rows("old_rows", -1)), "OLD TABLE AS old_rows"),
+        pg_trigger("jobs_taskrun", "INSERT", pg_append_tasks(pg_task_rows("new_rows", 1)), "NEW TABLE AS new_rows"),
+        pg_trigger("jobs_taskrun", "UPDATE", pg_append_tasks(tasks_changed), both),
+        pg_trigger("jobs_taskrun", "DELETE", pg_append_tasks(pg_task_rows("old_rows", -1)), "OLD TABLE AS old_rows"),
     ]
 
 
@@ -142,40 +113,20 @@ def sqlite_usage(row: str) -> str:
     return cpu, gpu
 
 
-def sqlite_add_run(row: str) -> str:
+def sqlite_append_run(row: str, sign: int) -> str:
     return f"""
-        INSERT INTO jobs_runslot (project_id, slot, status, runs)
-        VALUES ({row}.project_id, {sqlite_slot(f"{row}.created_at")}, {row}.status, 1)
-        ON CONFLICT (project_id, slot, status) DO UPDATE SET runs = runs + 1;
+        INSERT INTO jobs_runslotdelta (project_id, slot, status, runs)
+        VALUES ({row}.project_id, {sqlite_slot(f"{row}.created_at")}, {row}.status, {sign});
     """
 
 
-def sqlite_subtract_run(row: str) -> str:
-    return f"""
-        UPDATE jobs_runslot SET runs = runs - 1 WHERE project_id = {row}.project_id
-            AND slot = {sqlite_slot(f"{row}.created_at")} AND status = {row}.status;
-    """
-
-
-def sqlite_add_task(row: str) -> str:
+def sqlite_append_task(row: str, sign: int) -> str:
     cpu, gpu = sqlite_usage(row)
     return f"""
-        INSERT INTO jobs_taskusageslot (project_id, slot, failure_cause, tasks, cpu_seconds, gpu_seconds)
-        SELECT project_id, {sqlite_slot(f"{row}.finished_at")}, {row}.failure_cause, 1, {cpu}, {gpu}
-            FROM jobs_pipelinerun WHERE id = {row}.run_id AND {row}.finished_at IS NOT NULL
-        ON CONFLICT (project_id, slot, failure_cause) DO UPDATE SET tasks = tasks + 1,
-            cpu_seconds = cpu_seconds + excluded.cpu_seconds, gpu_seconds = gpu_seconds + excluded.gpu_seconds;
-    """
-
-
-def sqlite_subtract_task(row: str) -> str:
-    cpu, gpu = sqlite_usage(row)
-    return f"""
-        UPDATE jobs_taskusageslot SET tasks = tasks - 1, cpu_seconds = cpu_seconds - {cpu},
-            gpu_seconds = gpu_seconds - {gpu}
-        WHERE {row}.finished_at IS NOT NULL
-            AND project_id = (SELECT project_id FROM jobs_pipelinerun WHERE id = {row}.run_id)
-            AND slot = {sqlite_slot(f"{row}.finished_at")} AND failure_cause = {row}.failure_cause;
+        INSERT INTO jobs_taskusageslotdelta (project_id, slot, failure_cause, tasks, cpu_seconds, gpu_seconds)
+        SELECT project_id, {sqlite_slot(f"{row}.finished_at")}, {row}.failure_cause, {sign}, {sign} * {cpu},
+            {sign} * {gpu}
+            FROM jobs_pipelinerun WHERE id = {row}.run_id AND {row}.finished_at IS NOT NULL;
     """
 
 
@@ -195,27 +146,27 @@ TASK_COLUMNS = ("run_id", "finished_at", "failure_cause", "usage", "resources")
 
 def sqlite_sql() -> list[tuple[str, str]]:
     return [
-        sqlite_trigger("jobs_pipelinerun", "INSERT", sqlite_add_run("NEW")),
+        sqlite_trigger("jobs_pipelinerun", "INSERT", sqlite_append_run("NEW", 1)),
         sqlite_trigger(
             "jobs_pipelinerun",
             f"UPDATE OF {', '.join(RUN_COLUMNS)}",
-            sqlite_subtract_run("OLD") + sqlite_add_run("NEW"),
+            sqlite_append_run("OLD", -1) + sqlite_append_run("NEW", 1),
             changed(RUN_COLUMNS),
         ),
-        sqlite_trigger("jobs_pipelinerun", "DELETE", sqlite_subtract_run("OLD")),
-        sqlite_trigger("jobs_taskrun", "INSERT", sqlite_add_task("NEW"), "WHEN NEW.finished_at IS NOT NULL"),
+        sqlite_trigger("jobs_pipelinerun", "DELETE", sqlite_append_run("OLD", -1)),
+        sqlite_trigger("jobs_taskrun", "INSERT", sqlite_append_task("NEW", 1), "WHEN NEW.finished_at IS NOT NULL"),
         sqlite_trigger(
             "jobs_taskrun",
             f"UPDATE OF {', '.join(TASK_COLUMNS)}",
-            sqlite_subtract_task("OLD") + sqlite_add_task("NEW"),
+            sqlite_append_task("OLD", -1) + sqlite_append_task("NEW", 1),
             changed(TASK_COLUMNS),
         ),
-        sqlite_trigger("jobs_taskrun", "DELETE", sqlite_subtract_task("OLD"), "WHEN OLD.finished_at IS NOT NULL"),
+        sqlite_trigger("jobs_taskrun", "DELETE", sqlite_append_task("OLD", -1), "WHEN OLD.finished_at IS NOT NULL"),
     ]
 
 
 def backfill_sql(vendor: str) -> list[str]:
-    """What the roll-ups hold for the rows stored now (the tables start empty)."""
+    """What the roll-ups hold for the rows stored now, straight into the summaries (all the tables start empty)."""
     if vendor == "postgresql":
         slot, cpu, gpu = (
             pg_slot,
@@ -325,6 +276,65 @@ class Migration(migrations.Migration):
                         fields=("project", "slot", "failure_cause"), name="jobs_taskusageslot_unique"
                     )
                 ],
+            },
+        ),
+        migrations.CreateModel(
+            name="RunSlotDelta",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("slot", models.DateTimeField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelling", "Cancelling"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("runs", models.IntegerField(default=0)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="projects.project",
+                    ),
+                ),
+            ],
+            options={
+                "indexes": [models.Index(fields=["project", "slot"], name="jobs_runslotdelta_project")],
+            },
+        ),
+        migrations.CreateModel(
+            name="TaskUsageSlotDelta",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("slot", models.DateTimeField()),
+                ("failure_cause", models.CharField(blank=True, default="", max_length=30)),
+                ("tasks", models.IntegerField(default=0)),
+                ("cpu_seconds", models.FloatField(default=0)),
+                ("gpu_seconds", models.FloatField(default=0)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="projects.project",
+                    ),
+                ),
+            ],
+            options={
+                "indexes": [models.Index(fields=["project", "slot"], name="jobs_usagedelta_project")],
             },
         ),
         migrations.RunPython(create_triggers, drop_triggers),
