@@ -9,11 +9,13 @@ row (a run's progress is a correlated subquery of the few rows shown).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from django.db import DatabaseError
 from django.db.models import (
     Case,
     Count,
@@ -61,6 +63,8 @@ ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLING)
 ROWS = 8  # rows per list on the dashboards (their counts say how many there are in all)
 QUEUE_ROWS = 10
 WINDOW_DAYS = 30  # success rate, CPU- and GPU-hours and the charts cover this many days, today included
+
+logger = logging.getLogger(__name__)
 
 
 # --- Home --------------------------------------------------------------------------------------------------
@@ -229,7 +233,10 @@ def _rolled_up(summary: QuerySet, deltas: QuerySet, key: str, sums: dict[str, st
         for name in sums:
             into[name] += row[name] or 0
     if read_deltas > COMPACT_AFTER:
-        compact()
+        try:
+            compact()
+        except DatabaseError:  # the request's statement timeout, say: beat's compaction will do it; the page is done
+            logger.warning("the overview could not compact the roll-ups' deltas", exc_info=True)
     first = next(iter(sums))
     return [row for row in merged.values() if row[first]]
 
