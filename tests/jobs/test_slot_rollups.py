@@ -16,6 +16,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from apps.jobs import rollups
+from apps.jobs import tasks as job_tasks
 from apps.jobs.models import (
     SLOT_SECONDS,
     PipelineRun,
@@ -241,6 +242,18 @@ def test_compacting_twice_changes_nothing_and_an_empty_compaction_folds_nothing(
 
     assert before == after == (stored_runs(), stored_usage()) == (fresh_runs(), fresh_usage())
     assert RunSlot.objects.count() == 1  # the queued row fell to zero and went
+
+
+def test_beat_compacts_the_deltas_every_interval(world, settings):
+    entry = settings.CELERY_BEAT_SCHEDULE["compact-slot-rollups"]
+    assert entry["task"] == "apps.jobs.tasks.compact_rollups"
+    assert entry["schedule"] == float(settings.PORTAL_ROLLUP_COMPACT_INTERVAL) == 60.0
+    PipelineRunFactory(project=world.project_a, status=RunStatus.QUEUED, created_at=T0)
+
+    job_tasks.compact_rollups()
+
+    assert not RunSlotDelta.objects.exists()
+    assert stored_runs() == fresh_runs() == {(world.project_a.pk, slot(T0), RunStatus.QUEUED): 1}
 
 
 # --- Concurrent writers and compactions (PostgreSQL: SQLite serialises its writers) -----------------------------
