@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
@@ -393,3 +394,45 @@ def test_one_compaction_at_a_time_and_writers_never_wait_for_it(world):
             (world.project_a.pk, slot(T0), RunStatus.SUCCEEDED): 2,
         }
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compaction_meeting_a_project_deletion_gives_up_and_the_deletion_commits(world):
+    """The deletion holds the project's row, then deletes its summary rows; the compaction, holding a summary row it
+    updated, wants to share the project's row for a summary row it inserted: a cycle. The compaction gives up within
+    its lock_timeout (before the deadlock detector, which might abort the deletion), the deletion commits, and the
+    next pass drops the gone project's deltas."""
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent compactions: PostgreSQL")
+    from apps.projects.models import Project
+
+    project = world.project_a
+    PipelineRunFactory(project=project, status=RunStatus.QUEUED, created_at=T0)
+    rollups.compact()  # a summary row the next compaction updates (and locks)
+    PipelineRunFactory(project=project, status=RunStatus.QUEUED, created_at=T0)
+    PipelineRunFactory(project=project, status=RunStatus.QUEUED, created_at=T0 + timedelta(days=1))  # a new row
+    locked, results = threading.Event(), {}
+
+    def delete() -> None:
+        with transaction.atomic():
+            Project.objects.select_for_update().get(pk=project.pk)
+            locked.set()
+            threading.Event().wait(0.3)  # the compaction meanwhile takes its rows and waits for the project's
+            RunSlot.objects.filter(project_id=project.pk).delete()
+            PipelineRun.objects.filter(project_id=project.pk).delete()
+            Project.objects.filter(pk=project.pk).delete()
+
+    thread, errors = in_thread(delete)
+    assert locked.wait(5)
+    started = time.monotonic()
+    results["compaction"] = rollups.compact()
+    results["seconds"] = time.monotonic() - started
+    thread.join(10)
+
+    assert errors == []
+    assert results["compaction"] is None
+    assert results["seconds"] < 1  # gave up, not deadlocked (deadlock_timeout is 1 s)
+    assert not Project.objects.filter(pk=project.pk).exists()
+    assert rollups.compact() is not None
+    assert not RunSlotDelta.objects.filter(project_id=project.pk).exists()
+    assert stored_runs() == fresh_runs()
