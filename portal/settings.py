@@ -620,6 +620,9 @@ LOGGING = {
 
 # Seconds between two passes of the study driver over every running study (apps/hpo/driver.py).
 PORTAL_HPO_INTERVAL = envint("PORTAL_HPO_INTERVAL", 5)
+# Seconds between two compactions of the overview's roll-ups (apps/jobs/rollups.py): the deltas the overview sums on
+# top of the summaries are at most this many seconds of runs' and tasks' changes.
+PORTAL_ROLLUP_COMPACT_INTERVAL = envint("PORTAL_ROLLUP_COMPACT_INTERVAL", 60)
 # Seconds between two evaluations of the threshold alert rules (error rate, latency, run duration, quota).
 PORTAL_ALERTS_INTERVAL = envint("PORTAL_ALERTS_INTERVAL", 60)
 # Networks that URLs typed by users (alert webhooks, knowledge bases' LLM endpoints) may reach although they are not
@@ -644,6 +647,12 @@ CELERY_BEAT_SCHEDULE = {
     # Level-triggered repair: runs whose events were lost, dead agents, due retries.
     "reconcile-runs": {"task": "apps.jobs.tasks.reconcile", "schedule": 10.0},
     "tick-schedules": {"task": "apps.jobs.tasks.tick_schedules", "schedule": 15.0},
+    # The overview's roll-ups: the deltas the triggers append folded into the summaries (one compactor at a time).
+    "compact-slot-rollups": {
+        "task": "apps.jobs.tasks.compact_rollups",
+        "schedule": float(PORTAL_ROLLUP_COMPACT_INTERVAL),
+        "options": {"expires": float(PORTAL_ROLLUP_COMPACT_INTERVAL)},
+    },
     # Hyperparameter studies: intermediate values to the pruner, ended trials told, free slots filled, deadlines.
     "advance-studies": {"task": "apps.hpo.tasks.advance_studies", "schedule": float(PORTAL_HPO_INTERVAL)},
     # Threshold alert rules: fire what holds, resolve what cleared (apps/alerts/engine.py).

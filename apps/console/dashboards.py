@@ -9,17 +9,18 @@ row (a run's progress is a correlated subquery of the few rows shown).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from django.db import DatabaseError
 from django.db.models import (
     Case,
     Count,
     DateField,
     F,
-    FloatField,
     IntegerField,
     OuterRef,
     Q,
@@ -29,15 +30,26 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.datasets.quota import USAGE as DATASETS_USAGE
 from apps.datasets.quota import pending_bytes, stored_bytes
 from apps.jobs.diagnosis import cause_title
-from apps.jobs.models import RUN_FINISHED, TASK_ACTIVE, PipelineRun, RunStatus, TaskRun, TaskStatus
+from apps.jobs.models import (
+    RUN_FINISHED,
+    TASK_ACTIVE,
+    PipelineRun,
+    RunSlot,
+    RunSlotDelta,
+    RunStatus,
+    TaskRun,
+    TaskStatus,
+    TaskUsageSlot,
+    TaskUsageSlotDelta,
+)
+from apps.jobs.rollups import COMPACT_AFTER, compact
 from apps.jobs.usage import recent_usage
 from apps.notebooks.models import Notebook
 from apps.projects.models import Membership, Project
@@ -51,6 +63,8 @@ ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLING)
 ROWS = 8  # rows per list on the dashboards (their counts say how many there are in all)
 QUEUE_ROWS = 10
 WINDOW_DAYS = 30  # success rate, CPU- and GPU-hours and the charts cover this many days, today included
+
+logger = logging.getLogger(__name__)
 
 
 # --- Home --------------------------------------------------------------------------------------------------
@@ -190,11 +204,6 @@ def _window_start(today: date) -> datetime:
     return timezone.make_aware(datetime.combine(today - timedelta(days=WINDOW_DAYS - 1), time.min))
 
 
-def _number(key: str, column: str) -> Cast:
-    """A number stored under `key` of a JSON column (missing or not a number: NULL, which sums skip)."""
-    return Cast(KeyTextTransform(key, column), FloatField())
-
-
 def _day_of(field: str, days: list[date]) -> Case:
     """The local day of `field` among `days` (in order, the window's), as ranges of the column: on SQLite,
     `TruncDate` calls a Python function for every row (at 30,000 task runs in the window, 450 ms of the overview's
@@ -208,29 +217,55 @@ def _day_of(field: str, days: list[date]) -> Case:
     )
 
 
+def _rolled_up(summary: QuerySet, deltas: QuerySet, key: str, sums: dict[str, str]) -> list[dict[str, Any]]:
+    """A roll-up's rows of the window by (day, `key`): the summary's and the deltas not yet compacted, in ONE
+    statement (`UNION ALL`, one snapshot), so a compaction committing meanwhile is seen whole or not at all and the
+    sum is exact. When the window had many deltas (no beat running, say), compacts them for the next fetch."""
+    grouped = [
+        queryset.values("day", key).annotate(**{n: Sum(c) for n, c in sums.items()}, rows=rows).order_by()
+        for queryset, rows in ((summary, Value(0)), (deltas, Count("pk")))
+    ]
+    merged: dict[tuple, dict[str, Any]] = {}
+    read_deltas = 0
+    for row in grouped[0].union(grouped[1], all=True):
+        read_deltas += row.pop("rows")
+        into = merged.setdefault((row["day"], row[key]), {"day": row["day"], key: row[key]} | dict.fromkeys(sums, 0))
+        for name in sums:
+            into[name] += row[name] or 0
+    if read_deltas > COMPACT_AFTER:
+        try:
+            compact()
+        except DatabaseError:  # the request's statement timeout, say: beat's compaction will do it; the page is done
+            logger.warning("the overview could not compact the roll-ups' deltas", exc_info=True)
+    first = next(iter(sums))
+    return [row for row in merged.values() if row[first]]
+
+
 def _runs_by_day(project: Project, since: datetime, days: list[date]) -> list[dict[str, Any]]:
-    return list(
-        PipelineRun.objects.filter(project=project, created_at__gte=since)
-        .annotate(day=_day_of("created_at", days))
-        .values("day", "status")
-        .annotate(n=Count("pk"))
-        .order_by()
+    """Runs created each day of the window by status, from the roll-up of quarter hours (`RunSlot` and its deltas):
+    at most 96 rows per day and status whatever the number of runs. `since` and the days' starts are local midnights,
+    which fall on a quarter hour in every zone in use, so a slot lies within one local day."""
+    return _rolled_up(
+        *(
+            model.objects.filter(project=project, slot__gte=since).annotate(day=_day_of("slot", days))
+            for model in (RunSlot, RunSlotDelta)
+        ),
+        key="status",
+        sums={"n": "runs"},
     )
 
 
 def _usage_by_day(project: Project, since: datetime, days: list[date]) -> list[dict[str, Any]]:
     """CPU-seconds the tasks that ended each day used, and GPU-seconds they held (GPUs asked × wall time), by the
-    diagnosed cause of their failures (empty: not failed): the failures by cause come with the same query."""
-    return list(
-        TaskRun.objects.filter(run__project=project, finished_at__gte=since)
-        .annotate(day=_day_of("finished_at", days))
-        .values("day", "failure_cause")
-        .annotate(
-            n=Count("pk"),
-            cpu=Sum(_number("cpu_seconds", "usage")),
-            gpu=Sum(_number("gpu", "resources") * _number("wall_seconds", "usage")),
-        )
-        .order_by()
+    diagnosed cause of their failures (empty: not failed): the failures by cause come with the same query. Read from
+    the roll-up of quarter hours (`TaskUsageSlot` and its deltas), like the runs."""
+    return _rolled_up(
+        *(
+            model.objects.filter(project=project, slot__gte=since).annotate(day=_day_of("slot", days))
+            for model in (TaskUsageSlot, TaskUsageSlotDelta)
+        ),
+        key="failure_cause",
+        sums={"n": "tasks", "cpu": "cpu_seconds", "gpu": "gpu_seconds"},
     )
 
 

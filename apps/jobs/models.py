@@ -521,3 +521,89 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pipeline} {self.cron}"
+
+
+# The roll-ups of the overview's 30-day charts (apps/console/dashboards.py, apps/jobs/rollups.py). Database triggers
+# (migration jobs.0015) append every change of runs and ended tasks to the delta tables, so every path that writes runs
+# or tasks keeps them true without a statement of its own: the services, the queryset `update()`s and `bulk_update`s,
+# `bulk_create`, deletes, raw SQL. The triggers only INSERT (no unique key, no upsert), so no writer ever waits on
+# another for a roll-up row; the compaction (`rollups.compact`, beat's `compact-slot-rollups`) folds the deltas into
+# the summary tables. A reader sums both in one statement. No admin: nobody edits them by hand.
+# A slot is a quarter of an hour in UTC: every time zone in use today is a whole number of quarter hours off UTC, so
+# the local days of whatever zone is active are unions of slots, and the page's days stay exact in any of them.
+SLOT_SECONDS = 15 * 60
+
+
+class RunSlot(models.Model):
+    """How many of a project's runs were created in one slot and are now in one status."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
+    slot = models.DateTimeField()  # the slot's first instant
+    status = models.CharField(max_length=20, choices=RunStatus.choices)
+    runs = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "slot", "status"], name="jobs_runslot_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.slot:%Y-%m-%d %H:%M} {self.status}: {self.runs}"
+
+
+class TaskUsageSlot(models.Model):
+    """The task attempts of a project that ended in one slot with one failure cause (empty: not failed): how many,
+    the CPU-seconds they used (`usage.cpu_seconds`) and the GPU-seconds they held (`resources.gpu` ×
+    `usage.wall_seconds`), a missing or non-numeric value counting nothing."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
+    slot = models.DateTimeField()
+    failure_cause = models.CharField(max_length=30, blank=True, default="")
+    tasks = models.IntegerField(default=0)
+    cpu_seconds = models.FloatField(default=0)
+    gpu_seconds = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "slot", "failure_cause"], name="jobs_taskusageslot_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.slot:%Y-%m-%d %H:%M} {self.failure_cause or '-'}: {self.tasks}"
+
+
+# The deltas: written by the triggers only, read with the summaries, deleted by the compaction. No foreign key
+# constraint: a project's cascade deletes its runs after the collector has passed this table, and their triggers
+# append the runs' removal; the compaction drops the rows of projects that are gone.
+class RunSlotDelta(models.Model):
+    """A change of `RunSlot` not yet compacted: `runs` (positive or negative) under one key."""
+
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.DO_NOTHING, related_name="+", db_constraint=False, db_index=False
+    )
+    slot = models.DateTimeField()
+    status = models.CharField(max_length=20, choices=RunStatus.choices)
+    runs = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "slot"], name="jobs_runslotdelta_project")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.slot:%Y-%m-%d %H:%M} {self.status}: {self.runs:+d}"
+
+
+class TaskUsageSlotDelta(models.Model):
+    """A change of `TaskUsageSlot` not yet compacted."""
+
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.DO_NOTHING, related_name="+", db_constraint=False, db_index=False
+    )
+    slot = models.DateTimeField()
+    failure_cause = models.CharField(max_length=30, blank=True, default="")
+    tasks = models.IntegerField(default=0)
+    cpu_seconds = models.FloatField(default=0)
+    gpu_seconds = models.FloatField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "slot"], name="jobs_usagedelta_project")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.slot:%Y-%m-%d %H:%M} {self.failure_cause or '-'}: {self.tasks:+d}"

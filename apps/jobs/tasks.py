@@ -23,6 +23,13 @@ def reconcile() -> None:
 
 
 @shared_task(ignore_result=True)
+def compact_rollups() -> None:
+    from apps.jobs.rollups import compact
+
+    compact()
+
+
+@shared_task(ignore_result=True)
 def tick_schedules() -> None:
     from apps.jobs.schedules import tick
 

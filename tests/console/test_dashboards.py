@@ -10,11 +10,14 @@ from datetime import datetime, time, timedelta
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.console import dashboards
-from apps.jobs.models import RunStatus, TaskStatus
+from apps.jobs import rollups
+from apps.jobs.models import RunSlotDelta, RunStatus, TaskStatus, TaskUsageSlotDelta
 from apps.notebooks.models import Notebook
 from apps.serving.models import InferenceService
 from tests.factories import ProjectFactory, dataset, dataset_version
@@ -244,8 +247,11 @@ def test_overview_sums_cpu_and_gpu_hours_from_task_usage(world):
     assert "vendor/echarts/echarts.min.js" in html
 
 
-def test_overview_puts_runs_and_usage_on_the_local_day_they_happened(world, settings):
-    settings.TIME_ZONE = "America/New_York"  # UTC-5 in December: a UTC day would move both rows
+# UTC-5 in December: a UTC day would move both rows; India and Nepal: days that start on the half and the three
+# quarters of a UTC hour (the roll-ups the page reads count quarter hours)
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Kolkata", "Asia/Kathmandu"])
+def test_overview_puts_runs_and_usage_on_the_local_day_they_happened(world, settings, zone):
+    settings.TIME_ZONE = zone
     midnight = timezone.make_aware(datetime.combine(timezone.localdate(), time.min))
     for at in (midnight - timedelta(seconds=1), midnight):  # the last second of yesterday, the first of today
         run = PipelineRunFactory(project=world.project_a, status=RunStatus.SUCCEEDED, created_at=at)
@@ -395,7 +401,51 @@ def test_overview_queries_do_not_grow_with_runs(world, django_assert_max_num_que
         response = alice.get("/p/project-a/")
     stats = response.context["stats"]
     assert (stats.runs_today, stats.queue_count, len(stats.queue)) == (624, 312, dashboards.QUEUE_ROWS)
+    assert stats.chart["hours"][0]["data"][-1] == round(624 * 60 / 3600, 2)
     assert len(stats.active_runs) == dashboards.ROWS
+
+
+def test_overview_charts_read_the_daily_roll_ups_not_the_runs(world):
+    """The 30-day charts cost the same with 10 runs or 10,000: they sum quarter hours (`RunSlot`, `TaskUsageSlot`),
+    never the runs or the task attempts of the window (tests/jobs/test_slot_rollups.py: the roll-ups are true)."""
+    run = PipelineRunFactory(project=world.project_a, status=RunStatus.FAILED)
+    TaskRunFactory(run=run, usage={"cpu_seconds": 7200}, failure_cause="oom", status=TaskStatus.FAILED)
+
+    with CaptureQueriesContext(connection) as captured:
+        response = overview(world.bob)
+
+    stats = response.context["stats"]
+    assert (stats.runs_today, stats.failed, stats.cpu_hours) == (1, 1, 2.0)
+    assert [(cause, n) for cause, _words, n in stats.failure_causes] == [("oom", 1)]
+    statements = [q["sql"] for q in captured.captured_queries]
+    assert sum("jobs_runslot" in sql for sql in statements) == 1
+    assert sum("jobs_taskusageslot" in sql for sql in statements) == 1
+    assert not any('"jobs_taskrun"."finished_at" >=' in sql for sql in statements)
+    assert not any('"jobs_pipelinerun"."created_at" >=' in sql for sql in statements)
+
+
+def test_overview_charts_are_the_same_before_and_after_a_compaction_and_compact_many_deltas(world, monkeypatch):
+    """The page sums the summaries and the deltas not yet compacted: a compaction changes nothing it shows. When it
+    read more deltas than `COMPACT_AFTER` (no beat running), it compacts them itself."""
+    for status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.FAILED):
+        run = PipelineRunFactory(project=world.project_a, status=RunStatus.RUNNING)
+        TaskRunFactory(run=run, usage={"cpu_seconds": 3600}, failure_cause="oom", status=TaskStatus.FAILED)
+        run.status = status
+        run.save(update_fields=["status"])
+    shown = overview(world.bob).context["stats"]
+    rollups.compact()
+    assert not RunSlotDelta.objects.exists()
+    compacted = overview(world.bob).context["stats"]
+    assert (shown.chart, shown.failure_causes) == (compacted.chart, compacted.failure_causes)
+    assert (compacted.succeeded, compacted.failed, compacted.cpu_hours) == (1, 2, 3.0)
+
+    run.status = RunStatus.SUCCEEDED
+    run.save(update_fields=["status"])
+    monkeypatch.setattr(dashboards, "COMPACT_AFTER", 1)
+    stats = overview(world.bob).context["stats"]
+    assert (stats.succeeded, stats.failed) == (2, 1)
+    assert not RunSlotDelta.objects.exists()
+    assert not TaskUsageSlotDelta.objects.exists()
 
 
 # --- Live progress ------------------------------------------------------------------------------------------
