@@ -117,7 +117,7 @@ def instrument() -> Timings:
     timings.wrap(collect, "points", "read step values")
     timings.wrap(collect, "final_values", "read final values")
     timings.wrap(optuna.trial.Trial, "report", "report to the pruner")
-    timings.wrap(optuna.Study, "tell", "Optuna tell")
+    timings.wrap(driver, "_tell", "Optuna tell")
     timings.wrap(driver, "_tag_tracking_runs", "tag the tracking runs")
     timings.wrap(driver, "_update_importance", "parameter importance")
     timings.count_queries()

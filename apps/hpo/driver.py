@@ -5,6 +5,11 @@ A pass claims its study with a conditional UPDATE of `lease_until`, so two passe
 finished run, or two workers) never drive one study at once, and a pass that died frees the study when the lease
 runs out. Everything a pass does is level-triggered: it compares the portal's rows with Optuna's storage and the
 runs' state and repairs, so running it again, or after any process restarted, is safe.
+
+Commits (docs/hpo.md, "What a pass commits"): the trials that ended in a pass are saved in one transaction, the new
+trials in another; the lease's claim and release, and Optuna's storage, commit without waiting for the WAL flush
+(`synchronous_commit = off`), because a PostgreSQL crash that loses one of them loses every later commit too and what
+is left is repaired by the next pass.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from apps.jobs.models import RunStatus
 from apps.jobs.services import cancel_run, start_spec_run
 from apps.projects.events import publish_event
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
+from portal.lib.asynccommit import unflushed
 
 logger = logging.getLogger(__name__)
 LEASE = timedelta(minutes=5)
@@ -36,16 +42,23 @@ def advance_study(study_id: int) -> Study | None:
     now = timezone.now()
     running = Study.objects.filter(pk=study_id, status=Study.Status.RUNNING)
     recovered = False
-    if not running.filter(lease_until__isnull=True).update(lease_until=now + LEASE):
+    # The lease commits without waiting for the WAL flush (portal.lib.asynccommit): a claim lost in a crash of
+    # PostgreSQL takes every later write of its pass with it, and a lost release leaves a lease that runs out and is
+    # taken over by a recovering pass.
+    with unflushed():
+        claimed = running.filter(lease_until__isnull=True).update(lease_until=now + LEASE)
+    if not claimed:
         # Held: by a live pass (leave it), or by one that died (its lease ran out): take over and repair.
-        if not running.filter(lease_until__lt=now).update(lease_until=now + LEASE):
-            return None
+        with unflushed():
+            if not running.filter(lease_until__lt=now).update(lease_until=now + LEASE):
+                return None
         recovered = True
     try:
         study = Study.objects.select_related("project", "created_by").get(pk=study_id)
         changed = _pass(study, recovered)
     finally:
-        Study.objects.filter(pk=study_id).update(lease_until=None)
+        with unflushed():
+            Study.objects.filter(pk=study_id).update(lease_until=None)
     study.lease_until = None  # the pass wrote every other change on this object itself
     if changed:
         _publish(study)
@@ -67,18 +80,22 @@ def _pass(study: Study, recovered: bool = False) -> bool:
     changed = _fail_orphans(study, ostudy) if recovered else False
     finished = 0
     if counts[Trial.Status.RUNNING]:
-        untagged: list[Trial] = []
-        for trial in study.trials.filter(status=Trial.Status.RUNNING).select_related("run"):
-            moved = _follow(study, ostudy, trial, untagged)
-            changed |= moved
-            if moved and trial.is_finished:
-                counts[Trial.Status.RUNNING] -= 1
-                counts[trial.status] += 1
-                finished += 1
-        if untagged:
-            _tag_tracking_runs(study, untagged)
-    if finished:
-        _update_importance(study, ostudy, counts[Trial.Status.COMPLETE], finished)
+        # One commit for every trial that moved in this pass, their tracking runs' tags and the importance. Optuna
+        # was told before (its own commits): a pass that fails in here rolls the rows back, and the next pass finds
+        # the same ended runs and tells again, which Optuna skips for a trial it already has as finished.
+        with transaction.atomic():
+            untagged: list[Trial] = []
+            for trial in study.trials.filter(status=Trial.Status.RUNNING).select_related("run"):
+                moved = _follow(study, ostudy, trial, untagged)
+                changed |= moved
+                if moved and trial.is_finished:
+                    counts[Trial.Status.RUNNING] -= 1
+                    counts[trial.status] += 1
+                    finished += 1
+            if untagged:
+                _tag_tracking_runs(study, untagged)
+            if finished:
+                _update_importance(study, ostudy, counts[Trial.Status.COMPLETE], finished)
     reached = _goal_reached(study)
     if reached is not None:
         reason = _("The goal (%(goal)s) was reached by trial #%(number)s.") % {"goal": study.goal, "number": reached}
@@ -154,15 +171,27 @@ def _fail_orphans(study: Study, ostudy: Any) -> bool:
         t.number for t in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if t.number not in known
     ]
     for number in orphans:
-        ostudy.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+        _tell(ostudy, number, state=TrialState.FAIL)
     return bool(orphans)
+
+
+def _tell(ostudy: Any, trial: Any, values: list[float] | None = None, state: Any = None) -> None:
+    """`Study.tell(trial, values, state, skip_if_finished=True)` less the copy of the finished trial it reads back
+    from the storage to return (the trial and its params, values, attributes and intermediate values: six statements
+    the driver never uses). `trial`: an `optuna.trial.Trial` where the pass holds one (no look-up of its id), else
+    its number."""
+    from optuna.study._tell import _tell_with_warning
+
+    if values is not None and len(values) == 1:
+        values = values[0]
+    _tell_with_warning(ostudy, trial, values, state, skip_if_finished=True)
 
 
 def _start_trials(study: Study, ostudy: Any, n: int, total: int) -> int:
     """Ask for `n` trials and start their runs, all in one transaction of the portal's (one commit for the pass's
     runs, their queued advances and trial rows). Any failure other than an invalid run tells every trial asked here
     FAIL (none of their rows survive the rollback) and raises."""
-    asked: list[int] = []
+    asked: list[Any] = []
     try:
         with transaction.atomic():
             for i in range(n):
@@ -171,18 +200,18 @@ def _start_trials(study: Study, ostudy: Any, n: int, total: int) -> int:
     except BaseException:
         from optuna.trial import TrialState
 
-        for number in asked:
-            ostudy.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+        for otrial in asked:
+            _tell(ostudy, otrial, state=TrialState.FAIL)
         raise
     return n
 
 
-def _start_trial(study: Study, ostudy: Any, asked: list[int]) -> Trial:
-    """Ask for one trial and start its run (within `_start_trials`' transaction); `asked` gets its number."""
+def _start_trial(study: Study, ostudy: Any, asked: list[Any]) -> Trial:
+    """Ask for one trial and start its run (within `_start_trials`' transaction); `asked` gets it."""
     from optuna.trial import TrialState
 
     otrial = _ask(ostudy)
-    asked.append(otrial.number)
+    asked.append(otrial)
     params = search_space.sample(otrial, study.space)
     spec = uncached(study.template, search_space.fill(study.template, params, otrial.number))
     spec["env"] = {
@@ -202,7 +231,7 @@ def _start_trial(study: Study, ostudy: Any, asked: list[int]) -> Trial:
             permission_checked=True,  # by this pass (_may_start_runs)
         )
     except ValidationError as exc:  # these values make an invalid run (e.g. an argument's own limits)
-        ostudy.tell(otrial.number, state=TrialState.FAIL, skip_if_finished=True)
+        _tell(ostudy, otrial, state=TrialState.FAIL)
         reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
         return Trial.objects.create(status=Trial.Status.FAILED, reason=reason, finished_at=timezone.now(), **fields)
     return Trial.objects.create(run=run, **fields)
@@ -237,21 +266,26 @@ def _follow(study: Study, ostudy: Any, trial: Trial, untagged: list[Trial]) -> b
         # Optuna needs the intermediate values only to prune (the portal's row keeps the curve for the page).
         pruning = study.early_stopping != EarlyStopping.NONE
         otrial = optuna.trial.Trial(ostudy, trial.optuna_trial_id) if pruning else None
+        told = False  # Optuna has it pruned already: told by a pass whose rows rolled back after the tell
         for step, value in points:
-            if otrial is not None:
-                otrial.report(value, step)
+            if otrial is not None and not told:
+                try:
+                    otrial.report(value, step)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    told = True
             trial.intermediate[str(step)] = value
         trial.last_step = points[-1][0]
         if not run.is_finished:  # else its end below saves them with its status
             trial.save(update_fields=["intermediate", "last_step"])
         changed = True
-        if otrial is not None and not run.is_finished and run.status != RunStatus.CANCELLING and otrial.should_prune():
+        prune = otrial is not None and not run.is_finished and run.status != RunStatus.CANCELLING
+        if prune and (told or otrial.should_prune()):
             cancel_run(run)
             step, value = points[-1]
             reason = _("Pruned at step %(step)s: %(metric)s = %(value).4g.") % {
                 "step": step, "metric": study.metric_names[0], "value": value,
             }  # fmt: skip
-            return _end(ostudy, trial, Trial.Status.PRUNED, reason, state=TrialState.PRUNED)
+            return _end(ostudy, trial, Trial.Status.PRUNED, reason, state=TrialState.PRUNED, otrial=otrial)
     if not run.is_finished:
         return changed
     if not points:
@@ -265,13 +299,16 @@ def _follow(study: Study, ostudy: Any, trial: Trial, untagged: list[Trial]) -> b
     return _end(ostudy, trial, Trial.Status.FAILED, reason)
 
 
-def _end(ostudy: Any, trial: Trial, status: str, reason: str, *, values: list[float] | None = None, state=None) -> bool:
+def _end(
+    ostudy: Any, trial: Trial, status: str, reason: str, *, values: list[float] | None = None, state=None, otrial=None
+) -> bool:
     from optuna.trial import TrialState
 
+    told = otrial if otrial is not None else trial.number
     if values is not None:
-        ostudy.tell(trial.number, values if len(values) > 1 else values[0], skip_if_finished=True)
+        _tell(ostudy, told, values)
     else:
-        ostudy.tell(trial.number, state=state or TrialState.FAIL, skip_if_finished=True)
+        _tell(ostudy, told, state=state or TrialState.FAIL)
     trial.status, trial.reason, trial.values, trial.finished_at = status, reason, values or [], timezone.now()
     trial.save(update_fields=["status", "reason", "values", "finished_at", "intermediate", "last_step"])
     return True
@@ -280,8 +317,8 @@ def _end(ostudy: Any, trial: Trial, status: str, reason: str, *, values: list[fl
 def _tag_tracking_runs(study: Study, trials: list[Trial]) -> None:
     """The trials' tracking runs that exist and are not tagged yet: tagged with the study and the trial, and the
     trial's values logged as params `trial.<name>`, in three statements for all of them (one to find them, one
-    insert of the params, one of the tags). A param the task logged itself under one of those keys keeps its value
-    (params are immutable)."""
+    insert of the params, one of the tags), in the caller's transaction (the pass's, with the trials' ends). A param
+    the task logged itself under one of those keys keeps its value (params are immutable)."""
     from apps.models.models import Param, Run, RunTag
     from apps.models.querysets import ACTIVE
 
@@ -299,9 +336,8 @@ def _tag_tracking_runs(study: Study, trials: list[Trial]) -> None:
         params += [Param(run_id=run_id, key=f"trial.{k}", value=str(v)) for k, v in trial.params.items()]
         tags += [RunTag(run_id=run_id, key="hpo.study", value=study.name)]
         tags += [RunTag(run_id=run_id, key="hpo.trial", value=str(trial.number))]
-    with transaction.atomic():
-        Param.objects.bulk_create(params, ignore_conflicts=True)
-        RunTag.objects.bulk_create(tags, update_conflicts=True, unique_fields=["run", "key"], update_fields=["value"])
+    Param.objects.bulk_create(params, ignore_conflicts=True)
+    RunTag.objects.bulk_create(tags, update_conflicts=True, unique_fields=["run", "key"], update_fields=["value"])
 
 
 def _update_importance(study: Study, ostudy: Any, complete: int, finished: int = 0, final: bool = False) -> None:

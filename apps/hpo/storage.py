@@ -35,7 +35,11 @@ def storage_url() -> str:
         host=db.get("HOST") or None,
         port=int(db["PORT"]) if db.get("PORT") else None,
         database=db["NAME"],
-        query={"options": f"-csearch_path={SCHEMA}"},
+        # Optuna's commits do not wait for the WAL flush: every Optuna write comes before the portal's write that
+        # records it (a trial asked before its row, told before its row ends, a study made before its row, deleted
+        # after), so a PostgreSQL crash that loses one loses those too, and the next pass repairs what is left
+        # (docs/hpo.md, "What a pass commits").
+        query={"options": f"-csearch_path={SCHEMA} -csynchronous_commit=off"},
     ).render_as_string(hide_password=False)
 
 

@@ -3,8 +3,9 @@
 `enqueue(task, *args)` writes a `PendingTask` in the caller's transaction and sends it once that commits; the row is
 deleted when the broker accepted the message. When the broker is down the write still commits and the request still
 answers as usual; the row stays, and `drain()` (a beat task run by the worker, every few seconds) sends it once the
-broker is back. A message can be sent twice (the process dies between the broker's yes and the delete): the tasks
-queued this way are idempotent, as every task here must be. See docs/architecture.md, "Queueing after a commit".
+broker is back. A message can be sent twice (the process dies between the broker's yes and the delete, or PostgreSQL
+crashes just after a delete, which does not wait for the WAL flush): the tasks queued this way are idempotent, as
+every task here must be. See docs/architecture.md, "Queueing after a commit".
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from apps.outbox.models import PendingTask
+from portal.lib.asynccommit import unflushed
 
 log = logging.getLogger("portal.outbox")
 
@@ -70,8 +72,13 @@ def drain(limit: int | None = None) -> int:
 
 
 def _send_after_commit(row: PendingTask) -> None:
-    # A drain may have taken the row over if the writer's transaction outlasted the lease.
-    if PendingTask.objects.filter(pk=row.pk, due_at=row.due_at).update(due_at=timezone.now() + LEASE):
+    # A drain may have taken the row over if the writer's transaction outlasted the lease. The claim and the delete
+    # after the send commit without waiting for the WAL flush (portal.lib.asynccommit): one lost in a crash of
+    # PostgreSQL leaves the row due, and a drain sends it again, as when this process dies between the broker's yes
+    # and the delete (every task queued here is idempotent). Each run started pays both on its way out.
+    with unflushed():
+        claimed = PendingTask.objects.filter(pk=row.pk, due_at=row.due_at).update(due_at=timezone.now() + LEASE)
+    if claimed:
         _send(row)
 
 
@@ -90,7 +97,8 @@ def _send(row: PendingTask) -> int | None:
         log.exception("could not send %s; trying again later", row)
         _failed(row, exc, now + min(RETRY_BACKOFF * 2**row.attempts, RETRY_BACKOFF_MAX))
         return 0
-    PendingTask.objects.filter(pk=row.pk).delete()
+    with unflushed():
+        PendingTask.objects.filter(pk=row.pk).delete()
     return 1
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from apps.hpo import driver, services, storage
@@ -135,6 +136,34 @@ def test_a_pass_that_fails_after_asking_tells_its_trial_failed(study, monkeypatc
     assert [t.number for t in study.trials.all()] == [1, 2]
 
 
+def test_a_pass_that_fails_after_telling_leaves_the_trial_to_the_next_pass(study, monkeypatch):
+    driver.advance_study(study.pk)
+    run = study.trials.get(number=0).run
+    run.status, run.reason = RunStatus.FAILED, "agent lost"
+    run.save()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(driver, "_tag_tracking_runs", broken)  # after Optuna was told, before the rows commit
+    with pytest.raises(RuntimeError):
+        driver.advance_study(study.pk)
+    assert storage.load(study).trials[0].state.name == "FAIL"
+    assert states(study) == [(0, "running"), (1, "running")]  # the trials' transaction rolled back
+    assert Study.objects.get(pk=study.pk).lease_until is None
+    monkeypatch.undo()
+    driver.advance_study(study.pk)  # tells again (Optuna skips it) and saves the end
+    assert study.trials.get(number=0).reason == "agent lost"
+    assert states(study) == [(0, "failed"), (1, "running"), (2, "running")]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="synchronous_commit is PostgreSQL's")
+def test_optunas_commits_do_not_wait_for_the_flush():
+    with storage.get_storage().engine.connect() as optuna_connection:
+        assert optuna_connection.exec_driver_sql("SHOW synchronous_commit").scalar() == "off"
+        assert optuna_connection.exec_driver_sql("SHOW search_path").scalar() == "hpo"
+
+
 def test_a_grid_search_stops_asking_when_the_grid_is_done(owner):
     project = ProjectFactory(owner=owner, slug="project-g")
     grid = make_study(
@@ -256,3 +285,31 @@ def test_the_trials_tracking_runs_are_tagged_and_get_the_trials_values_as_params
         assert params["trial.solver"] == trial.params["solver"]
         assert params["trial.C"] == (str(trial.params["C"]) if number == 0 else "as the task logged it")
         assert services.trial_tracking_run(trial) == run
+
+
+def test_a_trial_optuna_has_pruned_whose_rows_rolled_back_is_pruned_again(owner):
+    from optuna.trial import TrialState
+
+    from apps.models.models import Metric
+    from tests import factories
+
+    study = make_study(ProjectFactory(owner=owner, slug="project-a"), owner, early_stopping="median")
+    driver.advance_study(study.pk)
+    trial = study.trials.select_related("run").get(number=0)
+    trial.run.status = RunStatus.RUNNING
+    trial.run.save()
+    tracked = factories.tracking_run(study.project, owner)
+    tracked.source_pipeline_run = trial.run
+    tracked.save()
+    for step in (1, 2):
+        Metric.objects.create(run=tracked, key="val_accuracy", value=0.5, timestamp=step, step=step)
+    # A pass reported step 1, told Optuna PRUNED, and its rows rolled back (the trial is still running here).
+    ostudy = storage.load(study)
+    ostudy._storage.set_trial_intermediate_value(trial.optuna_trial_id, 1, 0.5)
+    ostudy._storage.set_trial_state_values(trial.optuna_trial_id, TrialState.PRUNED)
+
+    driver.advance_study(study.pk)  # step 2 cannot be reported to a finished trial: it is pruned again
+
+    trial.refresh_from_db()
+    assert (trial.status, trial.reason) == ("pruned", "Pruned at step 2: val_accuracy = 0.5.")
+    assert trial.run.status == "cancelling"
