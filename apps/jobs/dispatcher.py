@@ -73,11 +73,15 @@ def dispatch(
         # "backfill" orders by keys that change with the clock and the shares held: it reads and sorts every waiting
         # task. "greedy" reads them in the database's order, a chunk at a time, until none behind could start.
         queue = None if backfill else Queue(known_runs or {}, now, RUN_RELATED)
-        if queue is None:
-            waiting = _waiting(known_runs or {})
+        waiting = _waiting(known_runs or {}) if queue is None else queue.head()
+        # The pass's state is built for the projects of the tasks it may read. A queue read whole (backfill's, or a
+        # greedy one no longer than its first chunk: an advance's, mostly) names them, and whether any of its tasks
+        # has a limit that usage counts against (none: the active tasks, notebooks and servers are not read). Past
+        # the first chunk, the tasks not read yet may be of any project with waiting tasks, and limited.
+        whole = queue is None or queue.whole
+        if whole:
             projects = {t.run.project_id: t.run.project for t in waiting}
         else:
-            waiting = []
             projects = Project.objects.select_related("quota").in_bulk(queue.project_ids())
         if not projects:
             return {}
@@ -87,7 +91,7 @@ def dispatch(
         tasks_of: dict[int, int] = defaultdict(int)
         in_flight: dict[int, set[int]] = defaultdict(set)
         per_run: dict[int, int] = defaultdict(int)
-        counted = any(_limited(t) for t in waiting) if queue is None else True
+        counted = any(_limited(t) for t in waiting) if whole else True
         # What the active tasks hold and, for reservations, when each is expected to end: by runtime (a pool's
         # reservation counts every task of its runtime: the rows do not say which cluster) and by project (its quota).
         running: dict[Any, list] = defaultdict(list)
@@ -114,7 +118,7 @@ def dispatch(
             for project_id, run_id in started:
                 in_flight[project_id].add(run_id)
         # Notebooks and model servers hold quota too (not a task slot): a node waits while they hold its share.
-        limited = {t.run.project_id for t in waiting if _limited(t)} if queue is None else set(projects)
+        limited = {t.run.project_id for t in waiting if _limited(t)} if whole else set(projects)
         for project_id, usage in (held(limited) if counted else {}).items():
             per_project[project_id] += usage
         plan = queue_policy.Backfill(now, running) if backfill else None

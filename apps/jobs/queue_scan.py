@@ -52,6 +52,21 @@ class Queue:
         self.stopped = False
         self._groups: list[tuple[dict[str, Any], str]] = []  # (group, the reason it would be given now)
         self._judge: Judge | None = None
+        self._head: list[TaskRun] | None = None  # the first chunk, read by `head` before the walk
+
+    def head(self) -> list[TaskRun]:
+        """The first chunk's live tasks, with their runs (one query, none for the known runs). When it is the whole
+        queue (`whole`), the pass takes its projects and limits from these tasks, as a full walk does, and asks for
+        nothing more: an advance's pass over a short queue costs what it cost before the queue was read in chunks."""
+        if self._head is None:
+            self._head = self._chunk(FIRST_CHUNK)
+        return [t for t in self._head if t.run.status in LIVE]
+
+    @property
+    def whole(self) -> bool:
+        """Whether the first chunk holds every waiting task (`head` read it)."""
+        assert self._head is not None
+        return len(self._head) < FIRST_CHUNK
 
     def project_ids(self) -> set[int]:
         """The projects with waiting tasks (one DISTINCT query)."""
@@ -62,24 +77,25 @@ class Queue:
         after each chunk, which sees what the tasks yielded so far took); then the unread ones of the runs touched."""
         self._judge = judge
         size = FIRST_CHUNK
+        rows = self._head if self._head is not None else self._chunk(size)
+        self._head = None
         while True:
-            rows = list(self._rest().order_by(*ORDER)[:size])
-            yield from self._with_runs(rows)
+            yield from (t for t in rows if t.run.status in LIVE)  # a known run's own status, as the advance has it
             self.read += len(rows)
             if len(rows) < size:
                 return  # the whole queue was read
             self.last = (rows[-1].run.priority, rows[-1].created_at, rows[-1].pk)
-            if self._any_could_start():
-                size *= 2
-                continue
-            break
+            if not self._any_could_start():
+                break
+            size *= 2
+            rows = self._chunk(size)
         self.stopped = True
         touched = set(self.known_runs) | self.started_runs
         if touched:
-            rows = list(self._rest().filter(run_id__in=touched).order_by(*ORDER))
+            rows = self._with_runs(list(self._rest().filter(run_id__in=touched).order_by(*ORDER)))
             self.read += len(rows)
             starts = self.starts
-            yield from self._with_runs(rows)
+            yield from (t for t in rows if t.run.status in LIVE)
             if self.starts > starts:
                 # One of them started (a run already in flight passes a concurrent-runs limit that its group's task
                 # did not): the groups' reasons are asked again, in the state it left.
@@ -133,16 +149,20 @@ class Queue:
         """The unread tasks a pass may start now (not in a retry's backoff)."""
         return self._rest().filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
 
+    def _chunk(self, size: int) -> list[TaskRun]:
+        """The next `size` waiting tasks after the last one read, in dispatch order, with their runs."""
+        return self._with_runs(list(self._rest().order_by(*ORDER)[:size]))
+
     def _with_runs(self, rows: list[TaskRun]) -> list[TaskRun]:
+        """`rows`, each with its run (a known run's own status may no longer be live: the caller skips those)."""
         wanted = {t.run_id for t in rows}
         runs = {pk: run for pk, run in self.known_runs.items() if pk in wanted}
         if missing := wanted - runs.keys():
             runs.update(PipelineRun.objects.select_related(*self.related).defer("spec").in_bulk(missing))
         for task in rows:
             task.run = runs[task.run_id]
-        live = [t for t in rows if t.run.status in LIVE]  # a known run's own status, as the advance has it now
-        hold_plans({t.run_id: t.run for t in live}.values())
-        return live
+        hold_plans({t.run_id: t.run for t in rows if t.run.status in LIVE}.values())
+        return rows
 
     def _any_could_start(self) -> bool:
         """Whether a task not read yet could start now: one of each group is asked."""

@@ -31,6 +31,9 @@ ADVANCE_AND_DISPATCH = 13
 # of the project listens to runs ending (two indexed existence checks, cheaper than queueing a pass for every run of
 # every project).
 FAN_IN_FIXED = 10
+# The "backfill" policy's pass reads besides what the active tasks hold and when each should end (its reservations),
+# and the templates' timeouts (how long a task it starts would hold what it takes).
+BACKFILL_EXTRA = 2
 STARTS = 3  # tasks marked running, however many at once (PostgreSQL: and `synchronous_commit` off for them)
 
 # Run pages are told through the channel layer (a database of its own without Redis): not counted here.
@@ -108,6 +111,21 @@ def test_the_cost_does_not_grow_with_the_run(world, noop):
     assert counts[0] == ADVANCE_AND_DISPATCH + 1  # the first end also marks the run running
     assert set(counts[1:]) == {ADVANCE_AND_DISPATCH}
     assert run.tasks.get(node="n11").status == TaskStatus.QUEUED
+
+
+@pytest.mark.parametrize("policy", ["greedy", "backfill"])
+def test_either_queue_policy_dispatches_the_successor_for_what_it_did(world, noop, settings, policy):
+    # The greedy queue reads a long queue a chunk at a time; a short one (an advance's, mostly) costs what it did
+    # when it was read whole: its projects, and whether any has a limit, come from the tasks read.
+    settings.PORTAL_QUEUE_POLICY = policy
+    run = started(world, [node("a"), node("b", "a"), node("c", "b")])
+    orchestrator.advance_reported(run.pk, {run.tasks.get(node="a").pk: succeeded()})
+    b = run.tasks.get(node="b")
+    with CaptureQueriesContext(connection) as ctx:
+        assert orchestrator.advance_reported(run.pk, {b.pk: succeeded()})
+    extra = BACKFILL_EXTRA if policy == "backfill" else 0
+    assert len(statements(ctx)) == ADVANCE_AND_DISPATCH + extra, "\n".join(statements(ctx))
+    assert run.tasks.get(node="c").status == TaskStatus.QUEUED
 
 
 def test_leaves_that_end_together_cost_one_advance(world, noop):
