@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import models
 from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from portal.lib.asynccommit import unflushed
 from portal.lib.fields import EncryptedText
 
 
@@ -20,24 +20,16 @@ def heartbeat_cutoff():
     return timezone.now() - timedelta(seconds=settings.PORTAL_AGENT_TIMEOUT)
 
 
-@contextmanager
-def progress_marker() -> Iterator[None]:
+def progress_marker() -> AbstractContextManager[None]:
     """A transaction for a write that only marks progress a later write supersedes (a workload or task
-    "running"), or whose loss in a crash of the database server costs little (stored log lines): on PostgreSQL
-    its commit does not wait for the WAL flush (`synchronous_commit = off`, for this transaction only), a few
-    milliseconds per commit on a slow disk, paid on every task's start and every batch of log lines.
+    "running"), or whose loss in a crash of the database server costs little (stored log lines): its commit does
+    not wait for PostgreSQL's WAL flush (`portal.lib.asynccommit.unflushed`), a few milliseconds per commit on a
+    slow disk, paid on every task's start and every batch of log lines.
 
-    Still atomic and at once visible to everyone; only a crash of the database server itself within a fraction of
-    a second can lose it, and what follows repairs that: the next durable commit (the task's end) flushes it
-    anyway, and an end that never comes is what the reconcile loop handles. Never for a write a decision rests on.
-    Inside a transaction it is part of that one, whose durability it leaves alone.
+    What follows a loss repairs it: the next durable commit (the task's end) flushes it anyway, and an end that
+    never comes is what the reconcile loop handles. Never for a write a decision rests on.
     """
-    outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        if outermost and connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        yield
+    return unflushed()
 
 
 class Agent(models.Model):
