@@ -9,6 +9,7 @@ Screenshots: test-results/e2e/<test>-<step>.png."""
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from apps.jobs.services import save_pipeline
@@ -218,6 +219,17 @@ def drag(page, start: tuple[float, float], end: tuple[float, float], steps: int)
     mouse.up()
 
 
+def pointer_reaches(page, point: tuple[float, float], selector: str) -> None:
+    """Wait until the pointer at `point` would hit `selector` (something on top of it for a while, such as a toast,
+    is waited out), or fail naming what it hits instead (None: the point is outside the window)."""
+    hits = "([x, y, s]) => !!document.elementFromPoint(x, y)?.closest(s)"
+    try:
+        page.wait_for_function(hits, arg=[*point, selector], timeout=10_000)
+    except PlaywrightTimeoutError:
+        found = page.evaluate("([x, y]) => document.elementFromPoint(x, y)?.outerHTML.slice(0, 400)", [*point])
+        pytest.fail(f"at {point} the pointer hits {found!r}, not {selector}")
+
+
 FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 
@@ -241,7 +253,10 @@ def test_the_minimap_frames_exactly_what_the_canvas_shows_and_moves_it(browsing,
     pipe = save_pipeline(project, owner, name="small", spec={"nodes": nodes}, layout=layout)
     page = open_editor(browsing, pipe)
     zoom = page.locator("[data-zoom]")
-    page.locator(".pe-canvas").evaluate("el => el.scrollIntoView({block: 'center'})")  # the minimap in view too
+    # The canvas and its minimap in view, at once: Bootstrap's `scroll-behavior: smooth` would still be scrolling
+    # while the boxes are measured, and the pointer would then land where the frame no longer is.
+    centre_canvas = "el => el.scrollIntoView({block: 'center', behavior: 'instant'})"
+    page.locator(".pe-canvas").evaluate(centre_canvas)
 
     # Fitted: the whole graph is in view, so the frame holds the whole picture.
     fitted = minimap_matches_view(page)
@@ -253,6 +268,9 @@ def test_the_minimap_frames_exactly_what_the_canvas_shows_and_moves_it(browsing,
     page.get_by_role("button", name="Zoom in").click()
     page.get_by_role("button", name="Zoom in").click()
     expect(zoom).not_to_have_text(fitted_zoom)
+    # Clicking the buttons may scroll the page (Playwright brings a button out from under the sticky navbar): with
+    # the page at the top the minimap's frame was below the fold and the drag below never reached it.
+    page.locator(".pe-canvas").evaluate(centre_canvas)
     zoomed = minimap_matches_view(page)
     assert zoomed["frame"]["width"] < fitted["frame"]["width"] - 10
     assert not all(contains(zoomed["frame"], box["small"]) for box in zoomed["nodes"].values())
@@ -271,6 +289,7 @@ def test_the_minimap_frames_exactly_what_the_canvas_shows_and_moves_it(browsing,
     # Dragging the frame pans the canvas: the frame moves right, the view moves right, the nodes move left.
     frame = panned["frame"]
     middle = (frame["x"] + frame["width"] / 2, frame["y"] + frame["height"] / 2)
+    pointer_reaches(page, middle, "[data-minimap-frame]")
     drag(page, middle, (middle[0] + 12, middle[1] + 4), steps=6)
     dragged = minimap_matches_view(page)
     k = panned["k"]

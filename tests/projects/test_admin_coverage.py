@@ -28,6 +28,10 @@ NO_ADMIN = {
     "datasets.VersionFile": "a version's files (thousands, maybe), listed on the version page",
     "models.Metric": "a run's full metric history, charted on the run page (its latest values are a Run inline)",
     "models.ExperimentKey": "derived by database triggers from the runs' metrics, params and tags (the column chooser)",
+    "jobs.RunSlot": "the overview's roll-up of runs by quarter hour and status, derived by triggers and compaction",
+    "jobs.TaskUsageSlot": "the overview's roll-up of ended tasks' usage by quarter hour, derived likewise",
+    "jobs.RunSlotDelta": "appended by database triggers, folded into RunSlot by the compaction",
+    "jobs.TaskUsageSlotDelta": "appended by database triggers, folded into TaskUsageSlot by the compaction",
     "serving.RevisionTraffic": "per-minute request counters, charted on the service page",
     "serving.ConcurrencySample": "autoscaler samples, read by the autoscaler only",
 }
