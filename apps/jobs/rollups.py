@@ -136,7 +136,7 @@ def compact() -> tuple[int, int] | None:
         # 55P03: a lock it would have waited for; 23503: the project of a delta was deleted meanwhile (its deltas
         # go with the next pass, which no longer finds the project)
         cause = exc.__cause__
-        if (getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)) not in ("55P03", "23503"):
+        if getattr(cause, "sqlstate", None) not in ("55P03", "23503"):  # psycopg 3's code (as dbtimeout reads it)
             raise
         logger.info("roll-up compaction left for the next pass: %s", exc)
         return None
