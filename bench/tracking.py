@@ -291,10 +291,11 @@ def bench_mlflow(args: argparse.Namespace, work: Path, script: Path) -> dict:
         import psycopg
 
         base = os.environ.get("BENCH_MLFLOW_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
+        name = os.environ.get("BENCH_MLFLOW_DB", "mlflow_bench")  # another name for a second bench at once
         with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-            conn.execute('DROP DATABASE IF EXISTS "mlflow_bench" WITH (FORCE)')
-            conn.execute('CREATE DATABASE "mlflow_bench"')
-        store = f"{base}/mlflow_bench"
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        store = f"{base}/{name}"
     port = free_port()
     log = work / "mlflow.log"
     env = {**os.environ, "PATH": f"{MLFLOW_VENV / 'bin'}:{os.environ['PATH']}"}

@@ -16,12 +16,20 @@ from django.db import connection, transaction
 from psycopg.errors import UniqueViolation
 
 from apps.models.errors import InvalidParameter
-from apps.models.models import LatestMetric, Metric
+from apps.models.models import LatestMetric, Metric, Run
+from apps.models.querysets import ACTIVE
 
 HISTORY_PAGE_MAX = 100_000
 SMALL_BATCH = 20  # PostgreSQL: up to this many points, one INSERT rather than COPY in a savepoint
 COLUMNS = "run_id, key, value, timestamp, step, is_nan"
 SKIP_STORED = "ON CONFLICT (run_id, key, step, timestamp, value, is_nan) DO NOTHING"  # MLflow's primary key
+_LATEST = LatestMetric._meta.db_table
+UPSERT_LATEST = (  # a key's latest value moves only forward
+    f"ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, timestamp = excluded.timestamp, "
+    f"step = excluded.step, is_nan = excluded.is_nan "
+    f"WHERE (excluded.step, excluded.timestamp, excluded.value) > "
+    f"({_LATEST}.step, {_LATEST}.timestamp, {_LATEST}.value)"
+)
 
 
 class Point(NamedTuple):
@@ -61,6 +69,48 @@ def insert_points(run_id: int, points: list[Point]) -> None:
         _upsert_latest(cursor, run_id, points)
 
 
+def insert_points_by_run_uuid(run_uuid: str, project_ids: Iterable[int], points: list[Point]) -> bool:
+    """PostgreSQL, a few points (`log_metric`, `log_metrics`): find the run and store the points in ONE statement.
+
+    The run is found by its id among the active runs of `project_ids` (the projects the caller may write to), and
+    both inserts hang off that lookup in data-modifying CTEs, so the call is a single round trip: outside a
+    transaction it commits by itself, all or nothing, with no BEGIN/COMMIT of its own (`insert_points`' path is the
+    run's SELECT, BEGIN, two INSERTs and COMMIT: five). False when no such run matched, and then nothing was
+    written: the caller takes the ordinary path, which says why (no such run, another project, not writable,
+    deleted). Same semantics as `insert_points`: points already stored are skipped, a latest value only moves
+    forward (docs/tracking.md, "Round three").
+    """
+    if connection.vendor != "postgresql" or not points or len(points) > SMALL_BATCH:
+        return False
+    project_ids = list(project_ids)
+    if not project_ids:
+        return False
+    latest = _latest_per_key(points)
+    metric, latest_table, run = Metric._meta.db_table, LatestMetric._meta.db_table, Run._meta.db_table
+    arrays = "unnest(%s::text[], %s::float8[], %s::int8[], %s::int8[], %s::bool[])"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH r AS (SELECT id FROM {run} WHERE run_uuid = %s AND lifecycle_stage = %s "
+            f"AND project_id = ANY(%s::int8[])), "
+            f"m AS (INSERT INTO {metric} ({COLUMNS}) SELECT r.id, p.* FROM r CROSS JOIN {arrays} AS p {SKIP_STORED}), "
+            f"l AS (INSERT INTO {latest_table} ({COLUMNS}) SELECT r.id, p.* FROM r CROSS JOIN {arrays} AS p "
+            f"{UPSERT_LATEST}) "
+            f"SELECT id FROM r",
+            [run_uuid, ACTIVE, project_ids, *_columns(points), *_columns(latest)],
+        )
+        return cursor.fetchone() is not None
+
+
+def _columns(points: list[Point]) -> list[list]:
+    return [
+        [p.key for p in points],
+        [float(p.value) for p in points],  # a list of ints and floats cannot be sent as one array
+        [int(p.timestamp) for p in points],
+        [int(p.step) for p in points],
+        [bool(p.is_nan) for p in points],
+    ]
+
+
 def _insert_postgresql(cursor, run_id: int, points: list[Point]) -> None:
     """COPY, the fastest path, for points never seen; COPY cannot skip conflicts, so when one of them is already
     stored (a retry: rare), its savepoint is rolled back and one INSERT over five arrays skips what is stored.
@@ -83,14 +133,7 @@ def _insert_skipping_stored(cursor, table: str, run_id: int, points: list[Point]
     cursor.execute(
         f"INSERT INTO {table} ({COLUMNS}) SELECT %s, * FROM "
         f"unnest(%s::text[], %s::float8[], %s::int8[], %s::int8[], %s::bool[]) {SKIP_STORED}",
-        [
-            run_id,
-            [p.key for p in points],
-            [float(p.value) for p in points],  # a list of ints and floats cannot be sent as one array
-            [int(p.timestamp) for p in points],
-            [int(p.step) for p in points],
-            [bool(p.is_nan) for p in points],
-        ],
+        [run_id, *_columns(points)],
     )
 
 
@@ -98,25 +141,22 @@ def _upsert_latest(cursor, run_id: int, points: list[Point]) -> None:
     """One multi-row upsert. Under concurrency each row's UPDATE re-checks the condition against the
     committed row (PostgreSQL locks it; SQLite serialises writers), so no newer value is overwritten.
     Keys are sorted so concurrent writers lock rows in the same order (no deadlock)."""
+    rows = _latest_per_key(points)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+    params: list = []
+    for p in rows:
+        params += [run_id, p.key, p.value, p.timestamp, p.step, p.is_nan]
+    cursor.execute(f"INSERT INTO {LatestMetric._meta.db_table} ({COLUMNS}) VALUES {values} {UPSERT_LATEST}", params)
+
+
+def _latest_per_key(points: list[Point]) -> list[Point]:
+    """Each key's newest point (by step, timestamp, value), in key order."""
     best: dict[str, Point] = {}
     for p in points:
         current = best.get(p.key)
         if current is None or _rank(p) > _rank(current):
             best[p.key] = p
-    rows = [best[key] for key in sorted(best)]
-    table = LatestMetric._meta.db_table
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
-    params: list = []
-    for p in rows:
-        params += [run_id, p.key, p.value, p.timestamp, p.step, p.is_nan]
-    cursor.execute(
-        f"INSERT INTO {table} (run_id, key, value, timestamp, step, is_nan) VALUES {values} "
-        f"ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, timestamp = excluded.timestamp, "
-        f"step = excluded.step, is_nan = excluded.is_nan "
-        f"WHERE (excluded.step, excluded.timestamp, excluded.value) > "
-        f"({table}.step, {table}.timestamp, {table}.value)",
-        params,
-    )
+    return [best[key] for key in sorted(best)]
 
 
 def encode_token(payload: dict) -> str:

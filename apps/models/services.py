@@ -343,6 +343,17 @@ def log_batch(
             LOGGED.labels(kind).inc(count)
 
 
+def log_metrics_by_run_id(run_uuid: str, project_ids: Iterable[int], points: list[metric_store.Point]) -> bool:
+    """Store a few points for the active run `run_uuid` if it is in `project_ids`, in one round trip where the
+    database allows (`metrics.insert_points_by_run_uuid`). False when that fast path did not store them (another
+    database, too many points, or no such run there): nothing was written, and the caller goes the ordinary way
+    (`get_run` and `log_batch`), which gives the reason."""
+    if not metric_store.insert_points_by_run_uuid(run_uuid, project_ids, points):
+        return False
+    LOGGED.labels("metric").inc(len(points))
+    return True
+
+
 def _log_params(run: Run, params: list[tuple[str, str]]) -> None:
     wanted = dict(params)
     existing = dict(Param.objects.filter(run=run, key__in=wanted).values_list("key", "value"))
