@@ -10,7 +10,8 @@ the queue (apps/jobs/dispatcher.py) also does this, in every pass:
 - **Claimants.** A waiting task that its quota admits but its pool has no room for gets borrowed tasks of *other*
   projects on that pool preempted, youngest first (the least work lost), as many as its need takes with what is free
   and what is being freed already — and none when all of them would not cover it (stopping them would not start
-  it). What is free now is set aside for it for the rest of the pass, so that no task behind it takes the room.
+  it). What is free now is set aside for it for the rest of the pass, so that no task behind it takes the room, and
+  nothing is borrowed in that pool in the pass (the tasks preempted for it, requeued, would borrow the room back).
 - The runtime is asked to stop a victim through its ordinary `cancel`; the task is marked `preempted_at` at once (a
   later pass counts its room as coming, not as borrowable again). When the runtime reports it cancelled, the
   orchestrator records it "preempted" and requeues its node as a new attempt in its old place in the queue
@@ -65,6 +66,9 @@ class Borrowing:
         self.victims: dict[str, list[Victim]] = defaultdict(list)
         self.borrowers: list[TaskRun] = []
         self.preempted: list[int] = []  # ids of the tasks this pass asked to stop
+        # Pools where a claimant waits for room being freed for it: nothing is borrowed there in this pass, or the
+        # tasks preempted for it (requeued) could borrow that room back and be preempted again, without end.
+        self.claiming: set[Pool] = set()
 
     def active(self, row: dict[str, Any], holds: Resources) -> None:
         """An active task of the dispatcher's read (`ACTIVE_VALUES`); kept when it is borrowed."""
@@ -140,6 +144,7 @@ class Borrowing:
         for victim in stopping:
             self._preempt(victim)
         # The room free now is the claimant's for the rest of the pass.
+        self.claiming.add(pool)
         pools.take(pool, Resources.of(*(min(max(free.amount(n), 0), need.amount(n)) for n in ("cpu", "memory", "gpu"))))
         return "; borrowed tasks of other projects are being preempted for it"
 

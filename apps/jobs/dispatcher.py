@@ -192,8 +192,15 @@ def dispatch(
             _reason, pool, _short = _place(
                 task, per_project, tasks_of, in_flight, per_run, pools, gang=backfill, borrow=True
             )
-            if pool is None:
+            if pool is None or pool in borrowing.claiming:
                 continue  # it keeps the reason its quota gave
+            if plan is not None:
+                # Nor room reserved for the head: a claimant that preempted for room, then found it reserved, would
+                # see its victims borrow that room back, and preempt them again, without end.
+                seconds = timeouts.of(task)
+                if plan.blocker([pool.runtime], need, seconds):
+                    continue
+                plan.started([pool.runtime], need, seconds)
             task.borrowed = True
             chosen.append((task, pool))
             changed[task.run_id][task.node] = task

@@ -166,7 +166,7 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
     if task.api_token_id:
         ended.append(task.api_token_id)  # revoked in the same transaction
     if preempted and task.run.status != RunStatus.CANCELLING:
-        return _requeue(task)
+        return _requeue(task, now)
     retries = int(node.get("retries", 0))
     if new == TaskStatus.FAILED and task.attempt <= retries and task.run.status != RunStatus.CANCELLING:
         backoff = float(node.get("retry_backoff", 10)) * (2 ** (task.attempt - 1))
@@ -191,9 +191,19 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
 PREEMPTED = "preempted: it ran on room above its project's quota, which a project under its quota needed"
 
 
-def _requeue(task: TaskRun) -> TaskRun:
+# How long a preempted task waits before the queue tries it again (seconds). Without it, a task preempted for a claimant
+# that still cannot start (its room went to work the runtime held pending, or it is not on one node) could borrow the
+# room back in the next pass and be preempted again, with no time passing between the two.
+REQUEUE_BACKOFF = 300
+
+
+def _requeue(task: TaskRun, now) -> TaskRun:
     """The next attempt of a preempted task, waiting again in its old place (its first attempt's age: the queue's
-    order and aging count from it, so that being preempted does not send it to the back)."""
+    order and aging count from it, so that being preempted does not send it to the back) after REQUEUE_BACKOFF."""
+    from apps.jobs.tasks import advance_run
+
+    run_id = task.run_id
+    transaction.on_commit(lambda: advance_run.apply_async((run_id,), countdown=REQUEUE_BACKOFF))
     return TaskRun.objects.create(
         run=task.run,
         node=task.node,
@@ -203,6 +213,7 @@ def _requeue(task: TaskRun) -> TaskRun:
         replicas=task.replicas,
         cache_key=task.cache_key,
         created_at=task.created_at,
+        not_before=now + timedelta(seconds=REQUEUE_BACKOFF),
         waiting_reason="requeued after preemption",
     )
 

@@ -134,16 +134,22 @@ class PortalDispatcher:
         self._timed(orchestrator.advance_run, run_id, task_id)
 
     def _timed(self, fn, *args) -> None:
-        started = time.perf_counter()
-        fn(*args)
-        self.pass_seconds += time.perf_counter() - started
-        self.passes += 1
-        # Workloads the queue preempted (cancelled through the runtime) report their end, as the agent or the
-        # controller reports a cancelled workload's: the orchestrator requeues the task and dispatches again.
-        while self.cluster.cancelled:
-            uid = self.cluster.cancelled.pop(0)
-            if uid in self.task_of:
-                self._timed(orchestrator.advance_run, *self.task_of[uid])
+        calls, made = [(fn, args)], 0
+        while calls:
+            fn, args = calls.pop(0)
+            made += 1
+            if made > 10 * len(self.job_of_run) + 10:
+                raise RuntimeError(f"preemption does not settle at {self.cluster.now:.0f} s: {made} advances in a row")
+            started = time.perf_counter()
+            fn(*args)
+            self.pass_seconds += time.perf_counter() - started
+            self.passes += 1
+            # Workloads the queue preempted (cancelled through the runtime) report their end, as the agent or the
+            # controller reports a cancelled workload's: the orchestrator requeues the task and dispatches again.
+            while self.cluster.cancelled:
+                uid = self.cluster.cancelled.pop(0)
+                if uid in self.task_of:
+                    calls.append((orchestrator.advance_run, self.task_of[uid]))
 
 
 def replay_portal(trace: Trace, cluster: SimCluster, owner: Any, policy: str = "backfill"):

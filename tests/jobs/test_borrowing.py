@@ -5,11 +5,12 @@ projects "a" and "b" may hold 4 GPUs each. Times are the replay's virtual second
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 
 import pytest
 
 from apps.jobs.models import TaskRun, TaskStatus
-from apps.jobs.orchestrator import PREEMPTED
+from apps.jobs.orchestrator import PREEMPTED, REQUEUE_BACKOFF
 from apps.jobs.simulation import replay_portal
 from apps.runtime.simulated.cluster import SimCluster
 from apps.runtime.simulated.replay import summarise
@@ -71,8 +72,8 @@ def test_borrowing_takes_only_room_that_no_task_within_its_quota_waits_for(owner
 
 def test_preemption_gives_a_project_under_its_quota_its_room_and_the_preempted_tasks_rerun_later(owner):
     # a borrows the whole node's other half; at 10, b (under its quota) needs 4 GPUs: a's four borrowed tasks are
-    # preempted (cancelled, not failed) and b starts at once. They are requeued and run again, all 1000 s, once b's
-    # job has ended (100 s later) and the room idles again.
+    # preempted (cancelled, not failed) and b starts at once. They are requeued, wait out the requeue backoff (300 s)
+    # and run again, all 1000 s, at the next event after it: at 1000, when a's first four end.
     jobs = [*a_fills_the_node(), Job(9, 10, "b", 4, 1, 0, 100)]
     outcome, cluster = replay(jobs, owner)
     assert outcome.started[9] == 10
@@ -82,7 +83,8 @@ def test_preemption_gives_a_project_under_its_quota_its_room_and_the_preempted_t
         assert (first.status, first.reason, first.borrowed) == (TaskStatus.CANCELLED, PREEMPTED, True)
         assert second.status == TaskStatus.SUCCEEDED
         assert second.created_at == first.created_at  # requeued in its old place
-        assert outcome.ended[number] == 110 + 1000  # reran its full duration
+        assert second.not_before == first.finished_at + timedelta(seconds=REQUEUE_BACKOFF)
+        assert outcome.ended[number] == 1000 + 1000  # reran its full duration
     assert [len(attempts(n)) for n in range(1, 5)] == [1, 1, 1, 1]  # a's tasks within its quota were left alone
     assert summarise(outcome).preempted == 4
     assert cluster.lost_gpu_seconds == 4 * 10
