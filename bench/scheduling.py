@@ -4,7 +4,7 @@ policy (apps/jobs/simulation.py, apps/jobs/queue_policy.py), then what one dispa
 the queue grow. docs/scheduling.md.
 
     .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 600] [--load 1.1] [--teams 8] [--seed 1]
-        [--trace FILE.csv] [--policies greedy,backfill] [--cost-gpus 64,512] [--cost-queued 1000,10000]
+        [--trace FILE.csv] [--policies greedy,backfill,greedy+borrow] [--cost-gpus 64,512] [--cost-queued 1000,10000]
         [--cost-policies greedy] [--cost-only]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override;
      BENCH_DATABASE_URL=sqlite:///… for SQLite)
@@ -38,7 +38,11 @@ def main() -> None:
     parser.add_argument("--teams", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace", help="replay this CSV trace instead of a generated one (quotas: none)")
-    parser.add_argument("--policies", default="greedy,backfill", help="queue policies replayed (PORTAL_QUEUE_POLICY)")
+    parser.add_argument(
+        "--policies",
+        default="greedy,backfill,greedy+borrow",
+        help="queue policies replayed (PORTAL_QUEUE_POLICY; +borrow: with PORTAL_QUEUE_BORROWING)",
+    )
     parser.add_argument("--cost-gpus", default="64,512")
     parser.add_argument("--cost-queued", default="1000,10000")
     parser.add_argument("--cost-policies", default="greedy", help="queue policies the pass cost is measured under")
@@ -90,12 +94,13 @@ def replays(args: argparse.Namespace, owner) -> None:
           f"Cluster: {nodes} nodes × 8 GPUs. Database: {engine}.")  # fmt: skip
     buckets = [name for name, _lo, _hi in SIZE_BUCKETS]
     header = ["policy", "GPU util", "mean JCT", "p95 JCT"] + [f"p95 wait {b}" for b in buckets]
-    header += ["max wait >8", "unfinished", "wall"]
-    widths = [30, 9, 9, 9] + [13] * len(buckets) + [13, 11, 8]
+    header += ["max wait >8", "preempted", "lost", "unfinished", "wall"]
+    widths = [30, 9, 9, 9] + [13] * len(buckets) + [13, 10, 7, 11, 8]
     print("".join(f"{h:>{w}}" if i else f"{h:<{w}}" for i, (h, w) in enumerate(zip(header, widths, strict=True))))
     for s in summaries:
         cells = [s.label, f"{s.utilisation:.1%}", fmt_s(s.mean_jct), fmt_s(s.p95_jct)]
-        cells += [fmt_s(s.p95_wait[b]) for b in buckets] + [fmt_s(s.starvation), str(s.unfinished), f"{s.wall_s:.0f}s"]
+        cells += [fmt_s(s.p95_wait[b]) for b in buckets] + [fmt_s(s.starvation), str(s.preempted), f"{s.lost:.1%}"]
+        cells += [str(s.unfinished), f"{s.wall_s:.0f}s"]
         print("".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
     if trace.quotas:
         print("\nShare of each project's GPU quota used over the trace (GPU-seconds held / quota × span)")
@@ -114,7 +119,7 @@ def replays(args: argparse.Namespace, owner) -> None:
 def cost_table(args: argparse.Namespace, owner) -> None:
     from django.test.utils import override_settings
 
-    from apps.jobs.simulation import dispatch_cost
+    from apps.jobs.simulation import dispatch_cost, policy_settings
 
     print("\nCost of one dispatch pass (1-GPU tasks waiting, 8 projects with quotas)")
     print(f"{'policy':>9}{'GPUs':>6}{'queued':>9}{'first pass':>12}{'steady pass':>13}{'per queued task':>17}"
@@ -122,7 +127,7 @@ def cost_table(args: argparse.Namespace, owner) -> None:
     for policy in args.cost_policies.split(","):
         for gpus in (int(g) for g in args.cost_gpus.split(",")):
             for queued in (int(q) for q in args.cost_queued.split(",")):
-                with override_settings(PORTAL_QUEUE_POLICY=policy):
+                with override_settings(**policy_settings(policy)):
                     cost = dispatch_cost(gpus=gpus, queued=queued, owner=owner)
                 print(f"{policy:>9}{gpus:>6}{queued:>9}{cost['first']:>11.2f}s{cost['steady'] * 1000:>10.0f} ms"
                       f"{cost['steady'] / queued * 1e6:>14.0f} µs{cost['steady_queries']:>9}")  # fmt: skip

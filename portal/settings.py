@@ -276,6 +276,10 @@ PORTAL_QUEUE_AGING_SECONDS = envint("PORTAL_QUEUE_AGING_SECONDS", 3600)
 PORTAL_QUEUE_AGING_MAX = envint("PORTAL_QUEUE_AGING_MAX", 3)
 # How long a task without a timeout is expected to run, for reservations (seconds).
 PORTAL_QUEUE_DEFAULT_ESTIMATE = envint("PORTAL_QUEUE_DEFAULT_ESTIMATE", 24 * 3600)
+# Borrowing (apps/jobs/borrowing.py): tasks of preemptible templates may run above their project's quota on room no
+# task within its quota waits for, and are preempted (requeued) when a project under its quota needs the room. Only
+# on runtimes that can preempt (Runtime.can_preempt: the simulated one; not local or Kubernetes yet).
+PORTAL_QUEUE_BORROWING = envbool("PORTAL_QUEUE_BORROWING", False)
 # The portal's own image: what "{portal}" in a template's image means (the built-in tasks need the portal's code).
 PORTAL_IMAGE = envstr("PORTAL_IMAGE", "mlops-portal:dev")
 

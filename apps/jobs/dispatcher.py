@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone, translation
 
+from apps.jobs import borrowing as borrowing_
 from apps.jobs import queue_policy, sparkui
 from apps.jobs.args import to_cli_args
 from apps.jobs.diagnosis import Facts, diagnose
@@ -70,9 +71,11 @@ def dispatch(
             return None
         now = timezone.now()
         backfill = queue_policy.current() == "backfill"
+        borrowing = borrowing_.Borrowing(now) if borrowing_.enabled() else None
         # "backfill" orders by keys that change with the clock and the shares held: it reads and sorts every waiting
-        # task. "greedy" reads them in the database's order, a chunk at a time, until none behind could start.
-        queue = None if backfill else Queue(known_runs or {}, now, RUN_RELATED)
+        # task. "greedy" reads them in the database's order, a chunk at a time, until none behind could start; with
+        # borrowing, whole (a task refused by its quota may still start, borrowed, after all the others).
+        queue = None if backfill or borrowing else Queue(known_runs or {}, now, RUN_RELATED)
         waiting = _waiting(known_runs or {}) if queue is None else queue.head()
         # The pass's state is built for the projects of the tasks it may read. A queue read whole (backfill's, or a
         # greedy one no longer than its first chunk: an advance's, mostly) names them, and whether any of its tasks
@@ -95,12 +98,17 @@ def dispatch(
         # What the active tasks hold and, for reservations, when each is expected to end: by runtime (a pool's
         # reservation counts every task of its runtime: the rows do not say which cluster) and by project (its quota).
         running: dict[Any, list] = defaultdict(list)
-        fields = ["run_id", "run__project_id", "resources", "replicas"]
-        fields += ["runtime", "queued_at", "started_at", "ends_by"] if backfill else []
+        fields = ["run_id", "run__project_id", "resources", "replicas", "borrowed"]
+        fields += ["runtime", "queued_at", "started_at", "ends_by"] if backfill or borrowing else []
+        fields += ["pk", "handle", "preempted_at"] if borrowing else []
         active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values(*fields)
-        for row in active if counted or backfill else ():
+        for row in active if counted or backfill or borrowing else ():
             holds = task_demand(row["resources"], row["replicas"])
-            per_project[row["run__project_id"]] += holds
+            # A borrowed task runs above its quota: it does not count against it (while borrowing is on; after, it does
+            # until it ends).
+            within = not (row["borrowed"] and borrowing is not None)
+            if within:
+                per_project[row["run__project_id"]] += holds
             tasks_of[row["run__project_id"]] += 1
             per_run[row["run_id"]] += 1
             in_flight[row["run__project_id"]].add(row["run_id"])
@@ -108,7 +116,12 @@ def dispatch(
                 since = row["started_at"] or row["queued_at"]
                 end = queue_policy.estimated_end(row["ends_by"], since, now)
                 running[row["runtime"]].append((end, holds))
-                running[queue_policy.quota_scope(row["run__project_id"])].append((end, holds))
+                if within:
+                    running[queue_policy.quota_scope(row["run__project_id"])].append((end, holds))
+            if borrowing is not None:
+                borrowing.active(row, holds)
+        if borrowing is not None:
+            borrowing.adopt(per_project)
         # A run is in flight from its first task's start to its end, also while none of its tasks is active (between
         # two nodes, or a retry waiting for its backoff): it keeps its slot, which a new run must not take.
         if by_runs := {pk for pk, p in projects.items() if _run_limit(p) is not None}:
@@ -153,6 +166,11 @@ def dispatch(
                         reason, pool = holder.waiting, None
                     else:
                         plan.started([pool.runtime, quota], need, seconds)
+            if borrowing is not None and pool is None:
+                if short_of == "quota" and borrowing.may_borrow(task, pools):
+                    borrowing.borrowers.append(task)  # tried once every task within its quota has been
+                elif short_of == "room" and (first := pools.of(task.run.project)):
+                    reason += borrowing.claim(task, first[0], need, pools)
             if pool is None:
                 if task.waiting_reason != reason:
                     task.waiting_reason = reason
@@ -165,6 +183,28 @@ def dispatch(
                 queue.started(task)
             pools.take(pool, need, Resources.from_json(task.resources), task.replicas)
             per_project[task.run.project_id] += need
+            tasks_of[task.run.project_id] += 1
+            per_run[task.run_id] += 1
+            in_flight[task.run.project_id].add(task.run_id)
+        for task in borrowing.borrowers if borrowing is not None else ():
+            # Idle room that no task within its quota took: borrowed, preemptible, not counted against the quota.
+            need = task_demand(task.resources, task.replicas)
+            _reason, pool, _short = _place(
+                task, per_project, tasks_of, in_flight, per_run, pools, gang=backfill, borrow=True
+            )
+            if pool is None or pool in borrowing.claiming:
+                continue  # it keeps the reason its quota gave
+            if plan is not None:
+                # Nor room reserved for the head: a claimant that preempted for room, then found it reserved, would
+                # see its victims borrow that room back, and preempt them again, without end.
+                seconds = timeouts.of(task)
+                if plan.blocker([pool.runtime], need, seconds):
+                    continue
+                plan.started([pool.runtime], need, seconds)
+            task.borrowed = True
+            chosen.append((task, pool))
+            changed[task.run_id][task.node] = task
+            pools.take(pool, need, Resources.from_json(task.resources), task.replicas)
             tasks_of[task.run.project_id] += 1
             per_run[task.run_id] += 1
             in_flight[task.run.project_id].add(task.run_id)
@@ -229,11 +269,11 @@ def _run_limit(project: Project) -> int | None:
 
 
 def _place(
-    task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pools, *, gang: bool = False
+    task: TaskRun, per_project, tasks_of, in_flight, per_run, pools: Pools, *, gang: bool = False, borrow: bool = False
 ) -> tuple[str, Pool | None, str]:
     """The pool the task goes to now, or why it waits (the first pool's reason when none has room), and what it is
     short of: "room", "quota" (its project's resources quota), or "" (it may start, or waits for a count: parallelism,
-    concurrent runs or tasks)."""
+    concurrent runs or tasks). `borrow`: room only, above its quota (apps/jobs/borrowing.py)."""
     reason = _over_counts(task, tasks_of, in_flight, per_run)
     if reason:
         return reason, None, ""
@@ -245,7 +285,13 @@ def _place(
         # total.
         replica = Resources.from_json(task.resources) if gang else None
         admission = admit(
-            run.project, need, in_use=per_project[run.project_id], pools=pools, replica=replica, replicas=task.replicas
+            run.project,
+            need,
+            in_use=per_project[run.project_id],
+            pools=pools,
+            replica=replica,
+            replicas=task.replicas,
+            quota=not borrow,
         )
         if admission.pool is None:
             return admission.refusal.waiting, None, "room" if admission.shortfall is None else "quota"
@@ -528,6 +574,7 @@ def _submit(chosen: list[tuple[TaskRun, Pool]], now, known_outputs: dict[tuple[i
             task.status, task.queued_at, task.waiting_reason = TaskStatus.QUEUED, now, ""
             task.ends_by = now + timedelta(seconds=built.timeout) if built.timeout else None
     fields = ["handle", "runtime", "status", "queued_at", "waiting_reason", "output_dir", "api_token", "ends_by"]
+    fields += ["borrowed"] if any(t.borrowed for t in tasks) else []
     if len(tasks) == 1:  # the common case; bulk_update's CASE expressions cost more than they save here
         tasks[0].save(update_fields=fields)
     else:

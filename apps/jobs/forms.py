@@ -177,6 +177,11 @@ class TemplateForm(StyledFormMixin, forms.Form):
         label=_("Has side effects (never taken from the cache)"), required=False,
         help_text=_("For steps that register, deploy or notify."),
     )  # fmt: skip
+    preemptible = forms.BooleanField(
+        label=_("Preemptible (may be stopped and rerun from the start)"), required=False,
+        help_text=_("Its tasks may then use idle capacity above the project's quota, and be requeued when another "
+                    "project needs it back (where the queue borrows: docs/scheduling.md)."),
+    )  # fmt: skip
 
     def clean_command(self) -> list[str]:
         try:

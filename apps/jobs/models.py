@@ -122,6 +122,17 @@ class JobTemplate(models.Model):
             "never taken from the cache."
         ),
     )
+    # Its tasks may be stopped and started again from the beginning (they checkpoint, or are cheap to rerun): the queue
+    # may then run them on idle room above their project's quota and preempt them for a project under its quota
+    # (PORTAL_QUEUE_BORROWING, docs/scheduling.md). Frozen into a run's nodes when the run starts.
+    preemptible = models.BooleanField(
+        _("preemptible"),
+        default=False,
+        help_text=_(
+            "Its tasks may be stopped and requeued (rerun from the start) so that another project gets its quota back; "
+            "in exchange they may use idle capacity above the project's quota."
+        ),
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = SharedTenantQuerySet.as_manager()
@@ -368,6 +379,11 @@ class TaskRun(models.Model):
     # When its timeout runs out, counted from its hand-over to the runtime: the queue's estimate of its end, from
     # which it reserves room for the task at the head (apps/jobs/queue_policy.py). None: no timeout.
     ends_by = models.DateTimeField(null=True, blank=True)
+    # Started on idle room above its project's quota (PORTAL_QUEUE_BORROWING): it does not count against the quota and
+    # may be preempted for a project under its quota. `preempted_at`: the queue asked the runtime to stop it; when
+    # the runtime reports it cancelled, the orchestrator records it so and requeues its node as a new attempt.
+    borrowed = models.BooleanField(default=False)
+    preempted_at = models.DateTimeField(null=True, blank=True)
 
     tenant_path = "run__project"
 

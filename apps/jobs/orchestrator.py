@@ -144,6 +144,9 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
         return None
     task.exit_code = status.exit_code
     task.reason = status.reason if status.phase != Phase.LOST else "agent lost: the process supervising it died"
+    preempted = new == TaskStatus.CANCELLED and task.preempted_at is not None
+    if preempted:
+        task.reason = PREEMPTED
     task.finished_at = now
     fields = ["status", "exit_code", "reason", "finished_at", "started_at"]  # no deferred field: none is read back
     if status.usage:
@@ -162,6 +165,8 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
     task.save(update_fields=fields)
     if task.api_token_id:
         ended.append(task.api_token_id)  # revoked in the same transaction
+    if preempted and task.run.status != RunStatus.CANCELLING:
+        return _requeue(task, now)
     retries = int(node.get("retries", 0))
     if new == TaskStatus.FAILED and task.attempt <= retries and task.run.status != RunStatus.CANCELLING:
         backoff = float(node.get("retry_backoff", 10)) * (2 ** (task.attempt - 1))
@@ -181,6 +186,36 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
         transaction.on_commit(lambda: advance_run.apply_async((task.run_id,), countdown=backoff))
         return retry
     return None
+
+
+PREEMPTED = "preempted: it ran on room above its project's quota, which a project under its quota needed"
+
+
+# How long a preempted task waits before the queue tries it again (seconds). Without it, a task preempted for a claimant
+# that still cannot start (its room went to work the runtime held pending, or it is not on one node) could borrow the
+# room back in the next pass and be preempted again, with no time passing between the two.
+REQUEUE_BACKOFF = 300
+
+
+def _requeue(task: TaskRun, now) -> TaskRun:
+    """The next attempt of a preempted task, waiting again in its old place (its first attempt's age: the queue's
+    order and aging count from it, so that being preempted does not send it to the back) after REQUEUE_BACKOFF."""
+    from apps.jobs.tasks import advance_run
+
+    run_id = task.run_id
+    transaction.on_commit(lambda: advance_run.apply_async((run_id,), countdown=REQUEUE_BACKOFF))
+    return TaskRun.objects.create(
+        run=task.run,
+        node=task.node,
+        attempt=task.attempt + 1,
+        status=TaskStatus.WAITING,
+        resources=task.resources,
+        replicas=task.replicas,
+        cache_key=task.cache_key,
+        created_at=task.created_at,
+        not_before=now + timedelta(seconds=REQUEUE_BACKOFF),
+        waiting_reason="requeued after preemption",
+    )
 
 
 def _sync_active(

@@ -23,7 +23,10 @@ from apps.jobs.models import TASK_FINISHED, PipelineRun, TaskRun
 
 STATE_FIELDS = ("id", "run_id", "node", "attempt", "status", "reason", "waiting_reason")
 # What applying the runtime's report to an active task needs besides (saved with save(): loaded fields only).
-ACTIVE_FIELDS = ("runtime", "handle", "output_dir", "cache_key", "resources", "api_token_id", "started_at")
+ACTIVE_FIELDS = (
+    "runtime", "handle", "output_dir", "cache_key", "resources", "api_token_id", "started_at", "replicas",
+    "preempted_at", "created_at",
+)  # fmt: skip
 _PLAN_CACHE_SIZE = 512
 
 
@@ -188,6 +191,16 @@ def forget_node_states(run: PipelineRun) -> None:
     """Drop what `locked_node_states` keeps of a run (it ended: no advance will read it again)."""
     with _seen_lock:
         _seen.pop(_key(run), None)
+
+
+def forget_all() -> None:
+    """Drop every plan and attempt this process keeps. For replays on a virtual clock (apps/jobs/simulation.py):
+    after a test's rollback, runs come back with the same ids and the same (virtual) creation times, which is what
+    the caches key on."""
+    with _plans_lock:
+        _plans.clear()
+    with _seen_lock:
+        _seen.clear()
 
 
 def node_status(task: TaskRun | None) -> dict[str, Any]:

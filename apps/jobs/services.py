@@ -214,6 +214,8 @@ def _freeze(project: Project, spec: dict[str, Any], *, ignore_cache: bool = Fals
         node["replicas"] = total_replicas(
             template.kind, template.replicas, framework=template.framework, runtime=runtime_name_for(project)
         )
+        if template.preemptible:  # the queue may borrow room for it and preempt it (apps/jobs/borrowing.py)
+            node["preemptible"] = True
         if ignore_cache or template.side_effects:
             node["cache"] = False
         if node["name"] in versions:

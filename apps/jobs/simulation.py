@@ -28,7 +28,7 @@ from django.db.models import Max
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
-from apps.jobs import orchestrator
+from apps.jobs import orchestrator, runstate
 from apps.jobs.dispatcher import dispatch
 from apps.jobs.models import JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
 from apps.jobs.services import _freeze
@@ -40,7 +40,20 @@ from apps.runtime.workload import Workload
 
 TEMPLATE = "sim-gpu"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # the portal's time at a replay's time 0
-LABELS = {"greedy": "portal dispatcher (previous)", "backfill": "portal dispatcher (backfill)"}
+LABELS = {
+    "greedy": "portal dispatcher (previous)",
+    "backfill": "portal dispatcher (backfill)",
+    "greedy+borrow": "greedy + borrowing",
+    "backfill+borrow": "backfill + borrowing",
+}
+
+
+def policy_settings(policy: str) -> dict[str, Any]:
+    """The settings a replay's policy name stands for: a queue policy, "+borrow" for PORTAL_QUEUE_BORROWING."""
+    name, _plus, extra = policy.partition("+")
+    if extra not in ("", "borrow"):
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(LABELS)}")
+    return {"PORTAL_QUEUE_POLICY": name, "PORTAL_QUEUE_BORROWING": extra == "borrow"}
 
 
 @contextlib.contextmanager
@@ -58,7 +71,7 @@ def prepare(trace: Trace, owner: Any) -> dict[str, Project]:
     """The trace's projects (made when missing) with its GPU quotas, and the template its jobs run."""
     JobTemplate.objects.get_or_create(
         project=None, slug=TEMPLATE, defaults={"name": "simulated GPU job", "command": ["/bin/true"]}
-    )
+    )  # not preemptible: each job says whether it is (`job_spec`)
     projects = {}
     for name in trace.projects:
         project = Project.objects.filter(slug=name).first() or provision_project(owner, slug=name, name=name)
@@ -77,6 +90,8 @@ def job_spec(base: dict[str, Any], job: Job) -> dict[str, Any]:
     spec["priority"] = job.priority
     spec["nodes"][0]["resources"] = {"cpu": job.cpus, "memory": job.memory, "gpu": job.gpus}
     spec["nodes"][0]["timeout"] = math.ceil(job.duration / 60) * 60
+    if job.preemptible:  # as `_freeze` writes it for a node of a preemptible template
+        spec["nodes"][0]["preemptible"] = True
     return spec
 
 
@@ -85,7 +100,7 @@ class PortalDispatcher:
 
     def __init__(self, cluster: SimCluster, trace: Trace, owner: Any, policy: str = "backfill") -> None:
         self.cluster, self.owner = cluster, owner
-        self.label = LABELS[policy]
+        self.label = LABELS.get(policy, policy)
         self.projects = prepare(trace, owner)
         self.specs = {name: frozen_spec(project) for name, project in self.projects.items()}
         self.numbers = {
@@ -119,18 +134,31 @@ class PortalDispatcher:
         self._timed(orchestrator.advance_run, run_id, task_id)
 
     def _timed(self, fn, *args) -> None:
-        started = time.perf_counter()
-        fn(*args)
-        self.pass_seconds += time.perf_counter() - started
-        self.passes += 1
+        calls, made = [(fn, args)], 0
+        while calls:
+            fn, args = calls.pop(0)
+            made += 1
+            if made > 10 * len(self.job_of_run) + 10:
+                raise RuntimeError(f"preemption does not settle at {self.cluster.now:.0f} s: {made} advances in a row")
+            started = time.perf_counter()
+            fn(*args)
+            self.pass_seconds += time.perf_counter() - started
+            self.passes += 1
+            # Workloads the queue preempted (cancelled through the runtime) report their end, as the agent or the
+            # controller reports a cancelled workload's: the orchestrator requeues the task and dispatches again.
+            while self.cluster.cancelled:
+                uid = self.cluster.cancelled.pop(0)
+                if uid in self.task_of:
+                    calls.append((orchestrator.advance_run, self.task_of[uid]))
 
 
 def replay_portal(trace: Trace, cluster: SimCluster, owner: Any, policy: str = "backfill"):
     """`replay` with the portal's dispatcher following the queue policy `policy` (PORTAL_QUEUE_POLICY: "backfill",
-    "greedy"), on the cluster's clock; returns (outcome, policy)."""
+    "greedy"; "+borrow" with PORTAL_QUEUE_BORROWING), on the cluster's clock; returns (outcome, policy)."""
     from apps.runtime.simulated.replay import replay
 
-    with simulated_runtime(cluster), virtual_clock(cluster), override_settings(PORTAL_QUEUE_POLICY=policy):
+    runstate.forget_all()  # a replay's runs may have the ids and virtual times of an earlier one's, rolled back
+    with simulated_runtime(cluster), virtual_clock(cluster), override_settings(**policy_settings(policy)):
         decider = PortalDispatcher(cluster, trace, owner, policy)
         return replay(trace, cluster, decider), decider
 

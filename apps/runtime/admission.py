@@ -141,15 +141,17 @@ def admit(
     usable: Callable[[Pool], Refusal | None] | None = None,
     replica: Resources | None = None,
     replicas: int = 1,
+    quota: bool = True,
 ) -> Admission:
     """Whether `request` may start now: within the project's quota after `in_use` (what the project holds), and
     in the first pool of its runtime with room (free capacity as `pools` has it in this pass; the caller debits
     the pool it uses with `pools.take`). `usable(pool)`: a refusal of the caller's own for a pool (a notebook needs
     the cluster's work volume claim). `replica` (× `replicas` = `request`): where the pool reports its nodes, all
-    the replicas must fit on them now (a gang: all or none), not only in its total."""
-    quota = getattr(project, "quota", None)
-    if quota is not None:
-        shortfalls = quota.what_would_exceed(request, in_use)
+    the replicas must fit on them now (a gang: all or none), not only in its total. `quota=False`: room only (a task
+    borrowing above its quota, apps/jobs/borrowing.py)."""
+    limits = getattr(project, "quota", None) if quota else None
+    if limits is not None:
+        shortfalls = limits.what_would_exceed(request, in_use)
         if shortfalls:
             first = shortfalls[0]
             return Admission(refusal=Refusal(first.need, _("quota %(used)s/%(limit)s in use") % {

@@ -67,6 +67,11 @@ class Runtime(ABC):
     #: True: pods on a cluster, reached through the Service the runtime makes for a workload's ports at the port it
     #: names; a workload with a `service` spec stands for all its replicas (the cluster scales and probes them).
     on_cluster: bool = False
+    #: Whether the queue may preempt its workloads (borrowing above quota, apps/jobs/borrowing.py): `cancel` frees the
+    #: room at once and the runtime then reports the workload CANCELLED, after which the orchestrator requeues the
+    #: task as a new attempt. Only the simulated runtime says so: the local agent and the Kubernetes controller free
+    #: the room only once the process or the pods are gone, and preemption was not tried against them.
+    can_preempt: bool = False
 
     @abstractmethod
     def submit(self, workload: Workload) -> str:

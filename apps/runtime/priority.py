@@ -4,9 +4,10 @@ The portal's queue hands tasks out by the run's priority (higher first; apps/job
 to a cluster keeps that order there: its pods (and its Volcano job or PodGroup) name the priority class of its run's
 priority, so that the cluster's scheduler, when it orders what is pending (Volcano's queue, kube-scheduler's active
 queue), follows the same order. The levels are clamped to LOWEST..HIGHEST: a priority beyond them shares the last
-class. The classes never preempt (`preemptionPolicy: Never`): the portal does not preempt yet (docs/scheduling.md);
-a class only orders. `k8s/priorityclasses/` ships these objects; a cluster names them in its manifests only when it
-says they are installed (`Cluster.priority_classes`), since a pod naming a class the cluster lacks is refused.
+class. The classes never preempt (`preemptionPolicy: Never`): the portal's own preemption (borrowed tasks,
+apps/jobs/borrowing.py) does not run on Kubernetes (docs/scheduling.md); a class only orders. `k8s/priorityclasses/`
+ships these objects; a cluster names them in its manifests only when it says they are installed
+(`Cluster.priority_classes`), since a pod naming a class the cluster lacks is refused.
 """
 
 from __future__ import annotations

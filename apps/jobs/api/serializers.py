@@ -43,7 +43,7 @@ class JobTemplateSerializer(StrictModelSerializer):
         fields = [
             "id", "project", "slug", "version", "ref", "name", "category", "description", "image", "command",
             "workdir", "env", "args_schema", "resources", "kind", "framework", "replicas", "strategy", "timeout",
-            "side_effects", "created_at",
+            "side_effects", "preemptible", "created_at",
         ]  # fmt: skip
         read_only_fields = ["version", "created_at"]
         extra_kwargs = {"timeout": {"min_value": 1, "max_value": MAX_TIMEOUT}}

@@ -83,6 +83,10 @@ class SimCluster:
         self._last = 0.0
         self._history: list[tuple[float, float, int]] = []  # (time, ∫ busy until then, busy from then on)
         self.on_change: Callable[[SimCluster], None] | None = None  # called after every start and end (tests)
+        # Workloads cancelled since the caller last looked (their ends to report, as a controller would), and the
+        # GPU-seconds that cancelled running workloads had run: work lost to preemption.
+        self.cancelled: list[str] = []
+        self.lost_gpu_seconds = 0.0
 
     # --- size ---------------------------------------------------------------------------------
 
@@ -188,12 +192,14 @@ class SimCluster:
         w = self.workloads.get(uid)
         if w is None or w.phase not in (Phase.PENDING, Phase.RUNNING):
             return
+        self.cancelled.append(uid)
         if w.phase == Phase.PENDING:
             self.pending.remove(uid)
             w.phase, w.ended_at = Phase.CANCELLED, self.now
             return
         self._ends = [e for e in self._ends if e[2] != uid]
         heapq.heapify(self._ends)
+        self.lost_gpu_seconds += w.gpus * (self.now - (self.now if w.started_at is None else w.started_at))
         self._release(w, Phase.CANCELLED)
 
     def _release(self, w: SimWorkload, phase: Phase) -> None:
@@ -216,6 +222,7 @@ class SimulatedRuntime(Runtime):
 
     name = NAME
     on_cluster = False
+    can_preempt = True  # `cancel` frees the room at once; the replay reports the end (apps/jobs/simulation.py)
     cluster: SimCluster | None = None
 
     @property

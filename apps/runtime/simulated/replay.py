@@ -16,6 +16,7 @@ from typing import Protocol
 
 from apps.runtime.simulated.cluster import SimCluster, SimWorkload
 from apps.runtime.simulated.traces import SIZE_BUCKETS, Job, Trace
+from apps.runtime.workload import Phase
 
 
 class Policy(Protocol):
@@ -83,10 +84,12 @@ def replay(trace: Trace, cluster: SimCluster, policy: Policy) -> Outcome:
             break
     outcome = Outcome(policy.label, trace, cluster, time.perf_counter() - started_wall)
     for w in cluster.workloads.values():
+        # A preempted job has several workloads: it waited until its first start and ended with the one that succeeded.
         if w.key and w.started_at is not None:
-            outcome.started[int(w.key)] = w.started_at
-            if w.ended_at is not None:
-                outcome.ended[int(w.key)] = w.ended_at
+            key = int(w.key)
+            outcome.started[key] = min(outcome.started.get(key, w.started_at), w.started_at)
+            if w.phase == Phase.SUCCEEDED:
+                outcome.ended[key] = w.ended_at
     return outcome
 
 
@@ -110,6 +113,8 @@ class Summary:
     starvation: float  # the longest wait of a job of the largest size bucket
     quota_share: dict[str, float]  # GPU-seconds held / (quota × span), by project
     wall_s: float
+    preempted: int = 0  # workloads cancelled while running (preemptions)
+    lost: float = 0.0  # the GPU-seconds they had run, / the cluster's GPU-seconds over the span
 
 
 def summarise(outcome: Outcome) -> Summary:
@@ -139,4 +144,8 @@ def summarise(outcome: Outcome) -> Summary:
         starvation=max(by_bucket[largest], default=math.nan),
         quota_share=shares,
         wall_s=outcome.wall_s,
+        preempted=sum(
+            1 for w in outcome.cluster.workloads.values() if w.phase == Phase.CANCELLED and w.started_at is not None
+        ),
+        lost=outcome.cluster.lost_gpu_seconds / (outcome.cluster.total_gpus * span),
     )

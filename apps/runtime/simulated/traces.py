@@ -56,6 +56,9 @@ class Job:
     memory: int
     duration: float
     priority: int = 0
+    # Whether its task may be preempted (and so borrow room above its quota, apps/jobs/borrowing.py): a generated or
+    # loaded trace's jobs all may; tests make some not.
+    preemptible: bool = True
 
     @property
     def bucket(self) -> str:
