@@ -1,14 +1,15 @@
 """Studies: the portal's overhead per trial vs plain Optuna, and TPE vs random on Branin (issue 23's two figures).
 
-Overhead: a study of `--trials` trials (random sampler, seed 1, `--parallel` at once) whose trial is a no-op
-objective: a task that logs `value = x` to the portal's MLflow API and ends. The portal side is every driver pass
-(`apps.hpo.driver.advance_study`: claim, load, follow the running trials, ask, the run's start through
-`jobs.services.start_spec_run`, the trial row, reading the logged values, tell, importance, events), timed inside
-this process and broken down by step; the task's own process and HTTP calls are not counted. Passes happen as in
-production: when a trial's run ends (the run-finished kick) and on the beat (`--interval`, default
-PORTAL_HPO_INTERVAL). The peer: the same sampler driven by plain Optuna ask-and-tell in one process, on the same
-storage (the portal's PostgreSQL schema) and in memory. Target (issue 23): ≤ 50 ms per trial of portal overhead
-beyond the task's own start (the run's start is shown on its own line, and the figure is given with and without it).
+Overhead: a study of `--trials` trials (random sampler, seed 1, `--parallel` at once) whose trial is a no-op objective:
+a task that logs `value = x` to the portal's MLflow API and ends. The portal side is every driver pass
+(`apps.hpo.driver.advance_study`: claim, load, follow the running trials, ask, the runs' start through
+`jobs.services.RunBatch` (`start_spec_run` for the pass's runs together), the trial rows, reading the logged values,
+tell, importance, events), timed inside this process and broken down by step; the task's own process and HTTP calls are
+not counted. Passes happen as in production: when a trial's run ends (the run-finished kick) and on the beat
+(`--interval`, default PORTAL_HPO_INTERVAL). The peer: the same sampler driven by plain Optuna ask-and-tell in one
+process, on the same storage (the portal's PostgreSQL schema) and in memory. Target (issue 23): ≤ 50 ms per trial of
+portal overhead beyond the task's own start (the run's start is shown on its own line, and the figure is given with and
+without it).
 
 Quality: Branin (minimum 0.397887) through the portal, `--quality-trials` trials (50) per study, TPE and random,
 `--seeds` seeds (5) each, trials one at a time (as Optuna's own benchmarks run them); each trial is a task that
@@ -113,7 +114,10 @@ def instrument() -> Timings:
     timings.wrap(driver, "_fail_orphans", "fail orphaned Optuna trials")
     timings.wrap(driver, "_ask", "Optuna ask (+ sample)")
     timings.wrap(driver.search_space, "sample", "Optuna ask (+ sample)")
-    timings.wrap(driver, "start_spec_run", "the run's start (jobs.start_spec_run)")
+    # The runs' start: each trial's spec frozen into the pass's batch, then the batch's runs created and queued.
+    timings.wrap(driver.RunBatch, "__init__", "the run's start (jobs.RunBatch)")
+    timings.wrap(driver.RunBatch, "add", "the run's start (jobs.RunBatch)")
+    timings.wrap(driver.RunBatch, "start", "the run's start (jobs.RunBatch)")
     timings.wrap(collect, "points", "read step values")
     timings.wrap(collect, "final_values", "read final values")
     timings.wrap(optuna.trial.Trial, "report", "report to the pruner")

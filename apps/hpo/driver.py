@@ -28,7 +28,7 @@ from apps.hpo import collect, storage
 from apps.hpo import space as search_space
 from apps.hpo.models import Algorithm, EarlyStopping, Study, Trial
 from apps.jobs.models import RunStatus
-from apps.jobs.services import cancel_run, start_spec_run
+from apps.jobs.services import RunBatch, cancel_run
 from apps.projects.events import publish_event
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
 from portal.lib.asynccommit import unflushed
@@ -54,7 +54,8 @@ def advance_study(study_id: int) -> Study | None:
                 return None
         recovered = True
     try:
-        study = Study.objects.select_related("project", "created_by").get(pk=study_id)
+        # The project's quota with it: a pass that starts trials checks their runs against it (`RunBatch`).
+        study = Study.objects.select_related("project__quota", "created_by").get(pk=study_id)
         changed = _pass(study, recovered)
     finally:
         with unflushed():
@@ -73,7 +74,7 @@ def _publish(study: Study) -> None:
 
 def _pass(study: Study, recovered: bool = False) -> bool:
     """One pass; `recovered`: the previous pass died holding the study (only then can Optuna hold trials that have
-    no portal row: every other way out of `_start_trial` tells its trial FAIL)."""
+    no portal row: every other way out of `_start_trials` tells its trials FAIL)."""
     counts = dict.fromkeys(Trial.Status.values, 0)
     counts.update(study.trials.values_list("status").annotate(n=Count("pk")).order_by())
     ostudy = storage.load(study, sum(counts.values()))
@@ -189,14 +190,22 @@ def _tell(ostudy: Any, trial: Any, values: list[float] | None = None, state: Any
 
 def _start_trials(study: Study, ostudy: Any, n: int, total: int) -> int:
     """Ask for `n` trials and start their runs, all in one transaction of the portal's (one commit for the pass's
-    runs, their queued advances and trial rows). Any failure other than an invalid run tells every trial asked here
-    FAIL (none of their rows survive the rollback) and raises."""
+    runs, their queued advances and trial rows): the runs as one `RunBatch` (the project's limits and templates read
+    once, the runs numbered, inserted and queued in one statement each), the rows in one insert. Any failure other
+    than an invalid run tells every trial asked here FAIL (none of their rows survive the rollback) and raises."""
     asked: list[Any] = []
     try:
         with transaction.atomic():
+            batch = RunBatch(study.project, study.created_by, trigger="study", permission_checked=True)  # this pass
+            trials = []
             for i in range(n):
                 ostudy.sampler = storage.make_sampler(study, total + i)
-                _start_trial(study, ostudy, asked)
+                trials.append(_add_trial(study, ostudy, batch, asked))
+            runs = iter(batch.start())
+            for trial in trials:
+                if trial.status == Trial.Status.RUNNING:
+                    trial.run = next(runs)
+            Trial.objects.bulk_create(trials)
     except BaseException:
         from optuna.trial import TrialState
 
@@ -206,8 +215,10 @@ def _start_trials(study: Study, ostudy: Any, n: int, total: int) -> int:
     return n
 
 
-def _start_trial(study: Study, ostudy: Any, asked: list[Any]) -> Trial:
-    """Ask for one trial and start its run (within `_start_trials`' transaction); `asked` gets it."""
+def _add_trial(study: Study, ostudy: Any, batch: RunBatch, asked: list[Any]) -> Trial:
+    """Ask for one trial and add its run to the pass's batch (`asked` gets it): its row, not saved yet. Values that
+    make an invalid run (e.g. beyond an argument's own limits or the project's quota) fail the trial at once, with
+    no run."""
     from optuna.trial import TrialState
 
     otrial = _ask(ostudy)
@@ -220,21 +231,14 @@ def _start_trial(study: Study, ostudy: Any, asked: list[Any]) -> Trial:
         "HPO_STUDY": study.name,
         "HPO_TRIAL": str(otrial.number),
     }
-    fields = {"study": study, "number": otrial.number, "optuna_trial_id": otrial._trial_id, "params": params}
+    trial = Trial(study=study, number=otrial.number, optuna_trial_id=otrial._trial_id, params=params)
     try:
-        run = start_spec_run(
-            study.project,
-            study.created_by,
-            spec,
-            name=f"{study.name}-trial-{otrial.number}",
-            trigger="study",
-            permission_checked=True,  # by this pass (_may_start_runs)
-        )
-    except ValidationError as exc:  # these values make an invalid run (e.g. an argument's own limits)
+        batch.add(spec, name=f"{study.name}-trial-{otrial.number}")
+    except ValidationError as exc:
         _tell(ostudy, otrial, state=TrialState.FAIL)
-        reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-        return Trial.objects.create(status=Trial.Status.FAILED, reason=reason, finished_at=timezone.now(), **fields)
-    return Trial.objects.create(run=run, **fields)
+        trial.status, trial.finished_at = Trial.Status.FAILED, timezone.now()
+        trial.reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+    return trial
 
 
 def uncached(template: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:

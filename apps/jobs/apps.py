@@ -21,7 +21,7 @@ class JobsConfig(AppConfig):
         hooks.register_measurer("task_run", measure_holders)
         hooks.register_registry_credentials("image", registry_credentials)
         register_holding("task", quota_held, queued=True)
-        from apps.jobs.services import stop_project_runs
+        from apps.jobs.deletion import stop_project_runs
         from apps.projects.services import on_project_delete
 
         on_project_delete(stop_project_runs)

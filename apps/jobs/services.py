@@ -5,14 +5,10 @@ Views, the API, schedules and `demo --run` call these; the orchestrator then mov
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max, ProtectedError, Q, RestrictedError
@@ -23,7 +19,6 @@ from apps.jobs.args import validate_args_schema, with_order
 from apps.jobs.dag import TEMPLATE_REF_RE, node_strategy, validate_spec
 from apps.jobs.models import (
     RUN_FINISHED,
-    TASK_ACTIVE,
     TASK_DONE_OK,
     JobTemplate,
     Pipeline,
@@ -33,11 +28,10 @@ from apps.jobs.models import (
     TaskStatus,
 )
 from apps.jobs.references import check_references, pin
-from apps.outbox.services import enqueue
+from apps.outbox.services import enqueue, enqueue_many
 from apps.projects.models import Project
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
-from apps.runtime.admission import node_limits
-from apps.runtime.base import get_runtime
+from apps.runtime.admission import Limits, node_limits
 from apps.runtime.placement import runtime_name_for
 from apps.runtime.strategy import StrategyError
 from apps.runtime.strategy import describe as describe_strategy
@@ -63,17 +57,42 @@ def normalize_spec(project: Project, spec: dict[str, Any]) -> dict[str, Any]:
     return _normalize(project, spec)[0]
 
 
-def _normalize(project: Project, spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, JobTemplate], dict]:
+class ProjectLookups:
+    """What validating a spec reads of its project that does not depend on the spec: its limits (the quota and the
+    capacity of the places its work runs) and its templates by reference. Each is read once per object, so that
+    several specs of one batch (`RunBatch`) are checked against the same reads; a lone spec makes its own."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._templates: dict[str, JobTemplate | None] = {}
+        self._limits: Limits | None = None
+
+    def template(self, ref: str) -> JobTemplate | None:
+        if ref not in self._templates:
+            self._templates[ref] = resolve_template(self.project, ref)
+        return self._templates[ref]
+
+    @property
+    def limits(self) -> Limits:
+        if self._limits is None:
+            self._limits = node_limits(self.project)
+        return self._limits
+
+
+def _normalize(
+    project: Project, spec: dict[str, Any], lookups: ProjectLookups | None = None
+) -> tuple[dict[str, Any], dict[str, JobTemplate], dict]:
     """(normalized spec, node → template, node → {dataset arg → version})."""
+    lookups = lookups or ProjectLookups(project)
     found: dict[str, JobTemplate] = {}  # by exact ref: the normalized spec names each template as slug@version
 
     def resolve(ref: str) -> JobTemplate | None:
-        template = resolve_template(project, ref)
+        template = lookups.template(ref)
         if template is not None:
             found[template.ref] = template
         return template
 
-    normalized = validate_spec(spec, resolve_template=resolve, limits=node_limits(project))
+    normalized = validate_spec(spec, resolve_template=resolve, limits=lookups.limits)
     templates = {node["name"]: found[node["template"]] for node in normalized["nodes"]}
     return normalized, templates, check_references(project, normalized, templates)
 
@@ -203,10 +222,12 @@ def template_strategy(fields: dict[str, Any]) -> dict[str, Any]:
     return found[0] if found else {}
 
 
-def _freeze(project: Project, spec: dict[str, Any], *, ignore_cache: bool = False) -> dict[str, Any]:
+def _freeze(
+    project: Project, spec: dict[str, Any], *, ignore_cache: bool = False, lookups: ProjectLookups | None = None
+) -> dict[str, Any]:
     """The spec a run executes: validated now, every node bound to an exact template row. A node of a template with
     side effects, or every node when asked to ignore the cache, says `cache: false` in it (and runs)."""
-    frozen, templates, versions = _normalize(project, spec)
+    frozen, templates, versions = _normalize(project, spec, lookups)
     for node in frozen["nodes"]:
         template = templates[node["name"]]
         node["template_id"] = template.pk
@@ -237,6 +258,22 @@ def _create_run(project: Project, user: Any, **fields: Any) -> PipelineRun:
         except IntegrityError:  # two runs took the same number at once: take the next one
             continue
     raise RuntimeError("could not allocate a run number")
+
+
+def _create_runs(project: Project, user: Any, rows: list[dict[str, Any]]) -> list[PipelineRun]:
+    """`_create_run` for several runs: their numbers from one read of the highest and one insert for all of them
+    (one savepoint around both, for the retry when another start took one of the numbers meanwhile)."""
+    for _attempt in range(5):
+        try:
+            with transaction.atomic():
+                first = _next_number(project)
+                return PipelineRun.objects.bulk_create(
+                    PipelineRun(project=project, created_by=user, number=first + i, **fields)
+                    for i, fields in enumerate(rows)
+                )
+        except IntegrityError:  # a run started meanwhile took one of the numbers: take the next ones
+            continue
+    raise RuntimeError("could not allocate run numbers")
 
 
 def _kick(run: PipelineRun) -> None:
@@ -302,6 +339,40 @@ def start_spec_run(
         )
         _kick(run)
     return run
+
+
+class RunBatch:
+    """Several runs of one project started together, as `start_spec_run` starts one (a study's pass starts its new
+    trials' runs so): each spec is validated and frozen on its own (`add`), against the project's limits and
+    templates read once for the batch (`ProjectLookups`), and the owner's permission is checked once; `start` then
+    numbers the runs with one read, inserts them in one statement and queues their advances in one more
+    (`outbox.enqueue_many`), in the caller's transaction without a savepoint of its own (any failure in it rolls
+    the caller's transaction back), or in one of its own."""
+
+    def __init__(self, project: Project, user: Any, *, trigger: str = "manual", permission_checked: bool = False):
+        if user is not None and not permission_checked and not has_project_perm(user, project, CONTRIBUTE):
+            raise PermissionDenied(_("Your role in this project does not allow starting runs."))
+        self.project, self.user, self.trigger = project, user, trigger
+        self.lookups = ProjectLookups(project)
+        self._rows: list[dict[str, Any]] = []
+
+    def add(self, spec: dict[str, Any], *, name: str) -> None:
+        """Freeze `spec` into the batch as a run named `name`; a ValidationError leaves the batch as it was."""
+        frozen = _freeze(self.project, spec, lookups=self.lookups)
+        priority = int(frozen.get("priority") or 0)
+        self._rows.append({"pipeline_name": name, "spec": frozen, "priority": priority, "trigger": self.trigger})
+
+    def start(self) -> list[PipelineRun]:
+        """The runs added so far, in their order, created and queued (to start when the transaction commits)."""
+        from apps.jobs.tasks import advance_run
+
+        rows, self._rows = self._rows, []
+        if not rows:
+            return []
+        with transaction.atomic(savepoint=False):
+            runs = _create_runs(self.project, self.user, rows)
+            enqueue_many(advance_run, [(run.pk,) for run in runs])
+        return runs
 
 
 @dataclass(frozen=True)
@@ -424,65 +495,3 @@ def _downstream(spec: dict[str, Any], start: str) -> set[str]:
                 seen.add(child)
                 stack.append(child)
     return seen
-
-
-# --- Deleting runs ----------------------------------------------------------------------------------------------
-
-
-def run_folder(run: PipelineRun) -> Path:
-    """Where a run's task attempts write (the parent of `dispatcher.output_dir`'s folders)."""
-    return Path(settings.PORTAL_WORK_DIR) / run.project.slug / f"run-{run.number}"
-
-
-def delete_run(run: PipelineRun) -> None:
-    """Forget a finished run (its tasks, logs and samples) and, once that commits, its work folder."""
-    if not run.is_finished:
-        raise ValidationError({"status": [_("Cancel the run before deleting it.")]})
-    folder = run_folder(run)
-    with transaction.atomic():
-        PipelineRun.objects.filter(pk=run.pk).delete()
-        # Later runs may still read attempts of this one (re-runs and cache hits reuse an output folder in place):
-        # those stay; the rest of the folder goes.
-        kept = set(
-            TaskRun.objects.filter(run__project_id=run.project_id, output_dir__startswith=f"{folder}/").values_list(
-                "output_dir", flat=True
-            )
-        )
-        transaction.on_commit(lambda: remove_folder(folder, {Path(p) for p in kept}))
-
-
-def stop_project_runs(project: Project) -> None:
-    """A project is being deleted (inside its transaction): every running or queued task attempt is cancelled in
-    the runtime (a row the agent or controller acts on once this commits); the run rows go with the project, and
-    their work folders once that commits."""
-    active = TaskRun.objects.filter(run__project=project, status__in=TASK_ACTIVE).exclude(handle="")
-    for task in active.only("id", "runtime", "handle"):
-        get_runtime(task.runtime).cancel(task.handle)
-    folders = [run_folder(run) for run in PipelineRun.objects.filter(project=project).select_related("project")]
-    parent = Path(settings.PORTAL_WORK_DIR) / project.slug
-
-    def remove() -> None:
-        for folder in folders:
-            remove_folder(folder, set())
-        with contextlib.suppress(OSError):
-            parent.rmdir()  # only when empty: never more than the runs' own folders
-
-    transaction.on_commit(remove)
-
-
-def remove_folder(folder: Path, keep: set[Path]) -> None:
-    """Remove `folder` except the paths in `keep` (and what leads to them)."""
-    if not keep:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    if not folder.is_dir():
-        return
-    for child in folder.iterdir():
-        if child in keep:
-            continue
-        if any(child in path.parents for path in keep):
-            remove_folder(child, keep)
-        elif child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child, ignore_errors=True)
-        else:
-            child.unlink(missing_ok=True)

@@ -11,11 +11,12 @@ every task here must be. See docs/architecture.md, "Queueing after a commit".
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from celery import current_app
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -51,6 +52,19 @@ def enqueue(task: Any, *args: Any, countdown: float | None = None, **kwargs: Any
     return row
 
 
+def enqueue_many(task: Any, calls: Sequence[Sequence[Any]]) -> list[PendingTask]:
+    """`enqueue(task, *args)` for each `args` of `calls`, in one insert; after the commit they are claimed in one
+    statement, handed to the broker one by one and deleted in one statement (a study's pass queues its new runs'
+    advances so)."""
+    now = timezone.now()
+    rows = PendingTask.objects.bulk_create(
+        PendingTask(name=task.name, args=list(args), kwargs={}, created_at=now, due_at=now + LEASE) for args in calls
+    )
+    if rows:
+        transaction.on_commit(lambda: _send_many_after_commit(rows), robust=True)
+    return rows
+
+
 def drain(limit: int | None = None) -> int:
     """Send the rows that are due (oldest first) and return how many the broker took. Stops at the first row the
     broker cannot be reached for: it is still down, the rest would wait as long each."""
@@ -82,9 +96,43 @@ def _send_after_commit(row: PendingTask) -> None:
         _send(row)
 
 
+def _send_many_after_commit(rows: list[PendingTask]) -> None:
+    """`_send_after_commit` for rows written together (one `due_at`): one claim and one delete for all of them."""
+    ids = [row.pk for row in rows]
+    claim = timezone.now() + LEASE
+    with unflushed():
+        claimed = PendingTask.objects.filter(pk__in=ids, due_at=rows[0].due_at).update(due_at=claim)
+    if claimed < len(rows):  # a drain took some over: the rows still ours are those this claim dated
+        mine = set(PendingTask.objects.filter(pk__in=ids, due_at=claim).values_list("pk", flat=True))
+        rows = [row for row in rows if row.pk in mine]
+    sent = []
+    for i, row in enumerate(rows):
+        outcome = _hand_over(row)
+        if outcome is None:  # the broker cannot be reached: the rest are due again at once too, for the next drain
+            PendingTask.objects.filter(pk__in=[r.pk for r in rows[i + 1 :]]).update(due_at=timezone.now())
+            break
+        if outcome:
+            sent.append(row.pk)
+    if sent:
+        # One statement: Django's delete() would read the rows first to send them pre_delete (the audit listens), and
+        # rows written by bulk_create sent no post_save either.
+        with unflushed(), connection.cursor() as cursor:
+            placeholders = ", ".join(["%s"] * len(sent))
+            cursor.execute(f"DELETE FROM {PendingTask._meta.db_table} WHERE id IN ({placeholders})", sent)
+
+
 def _send(row: PendingTask) -> int | None:
     """Hand `row` to the broker and forget it: 1 when sent, 0 when refused (tried again later), None when the broker
     cannot be reached (the row is due again at once, for the next drain)."""
+    outcome = _hand_over(row)
+    if outcome:
+        with unflushed():
+            PendingTask.objects.filter(pk=row.pk).delete()
+    return outcome
+
+
+def _hand_over(row: PendingTask) -> int | None:
+    """`_send` less the delete: 1 when the broker took `row`, 0 or None (as `_send`) with the row's next try set."""
     now = timezone.now()
     options = {"eta": row.eta} if row.eta is not None and row.eta > now else {}
     try:
@@ -97,8 +145,6 @@ def _send(row: PendingTask) -> int | None:
         log.exception("could not send %s; trying again later", row)
         _failed(row, exc, now + min(RETRY_BACKOFF * 2**row.attempts, RETRY_BACKOFF_MAX))
         return 0
-    with unflushed():
-        PendingTask.objects.filter(pk=row.pk).delete()
     return 1
 
 

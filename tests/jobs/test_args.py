@@ -311,3 +311,25 @@ def test_it_refuses_unevaluated_properties_next_to_property_patterns():
         validate_args_schema(schema)
 
     assert "“unevaluatedProperties” cannot be combined with “patternProperties”." in errors_of(exc)["args_schema"][0]
+
+
+def test_a_schema_is_checked_once_per_language_and_each_caller_gets_its_own_answer(monkeypatch):
+    from django.utils import translation
+
+    from portal.lib import schemas
+
+    checked = []
+    original = schemas._schema_problems
+    monkeypatch.setattr(schemas, "_schema_problems", lambda s: checked.append(s) or original(s))
+    schema = {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}, "cached-test": {}}}
+
+    first = schemas.schema_problems(schema)
+    first.append(("mutated", "by a caller"))
+    again = schemas.schema_problems(schema)
+    with translation.override("zh-hans"):
+        schemas.schema_problems(schema)
+
+    assert again == first[:-1]
+    assert "is not a reference inside the schema" in again[0][1]
+    assert len(checked) == 2  # once in each language
+    assert len(schemas.schema_problems({"type": "object", "properties": {"cached-test": {"type": "numbr"}}})) == 1

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.jobs.tasks import advance_run
@@ -119,3 +120,47 @@ def test_a_row_the_broker_cannot_take_waits_without_holding_back_the_others(priv
     assert bad.attempts == 1
     assert "apps.nowhere.tasks.gone" in bad.last_error
     assert bad.due_at >= timezone.now() + services.RETRY_BACKOFF - timedelta(seconds=5)
+
+
+def test_tasks_queued_together_are_sent_after_the_commit_with_one_claim_and_one_delete(
+    private_broker, django_capture_on_commit_callbacks
+):
+    def statements_after_commit(n: int) -> int:
+        with private_broker.up():
+            with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+                rows = services.enqueue_many(advance_run, [(i,) for i in range(n)])
+            assert len(rows) == n
+            assert len(callbacks) == 1
+            with CaptureQueriesContext(connection) as queries:
+                callbacks[0]()
+            assert sorted(args for _name, args, _eta in received()) == [[i] for i in range(n)]
+        assert not PendingTask.objects.exists()
+        return len(queries)
+
+    # The claim and the delete, each in a savepoint of the test's transaction (after a real commit: each in a
+    # transaction of its own, with its SET LOCAL on PostgreSQL), however many rows.
+    assert statements_after_commit(1) == statements_after_commit(5) == 6
+
+
+def test_rows_queued_together_that_a_drain_took_over_are_left_to_it(private_broker, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+        first, _second = services.enqueue_many(advance_run, [(1,), (2,)])
+    # The writer's transaction outlasted the lease: a drain took the first row (and is sending it).
+    PendingTask.objects.filter(pk=first.pk).update(due_at=timezone.now() + timedelta(minutes=1))
+    with private_broker.up():
+        callbacks[0]()
+        assert received() == [("apps.jobs.tasks.advance_run", [2], None)]
+    assert list(PendingTask.objects.values_list("pk", flat=True)) == [first.pk]
+
+
+def test_rows_queued_together_while_the_broker_is_down_are_all_kept_for_the_drain(
+    private_broker, django_capture_on_commit_callbacks
+):
+    with broker_down(), django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        services.enqueue_many(advance_run, [(1,), (2,), (3,)])
+    rows = list(PendingTask.objects.order_by("pk"))
+    assert [r.attempts for r in rows] == [1, 0, 0]  # one try reached for the broker; the others were not wasted
+    assert all(r.due_at <= timezone.now() for r in rows)  # due again at once
+    with private_broker.up():
+        assert services.drain() == 3
+        assert sorted(args for _name, args, _eta in received()) == [[1], [2], [3]]

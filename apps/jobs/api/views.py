@@ -13,7 +13,7 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.jobs import diagnosis, logs, schedules, services, usage
+from apps.jobs import deletion, diagnosis, logs, schedules, services, usage
 from apps.jobs.api import idempotency
 from apps.jobs.api.serializers import (
     BackfillSerializer,
@@ -254,7 +254,7 @@ class PipelineRunViewSet(
         return Response(usage.usage_series(run, points))
 
     def perform_destroy(self, instance: PipelineRun) -> None:
-        services.delete_run(instance)
+        deletion.delete_run(instance)
 
     @extend_schema(parameters=[LogQuerySerializer], responses={200: LogPageSerializer})
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
