@@ -6,7 +6,8 @@
 Floors and curves printed beside them (issue #29): (b) against an empty server (uvicorn answering {} at once:
 the client alone); (c) through a plain HTTP client too (the server's share, without the client's protobuf
 parsing); (d) on the portal over experiments of `--grow` runs seeded straight into the database (a 1,000-run
-page through the client, and every match through plain HTTP, per run).
+page through the client, and every match through plain HTTP, per run); (d) also through a plain HTTP client, and
+the official client's parsing of that same body alone (json, protobuf ParseDict, Run.from_proto): its floor.
 
 Both servers run on loopback with the same kind of database (SQLite by default; --db postgres for
 PostgreSQL; the MLflow venv has psycopg for it), one after the other, so they never share the 2 cores.
@@ -14,7 +15,9 @@ The portal is served as `make run` serves it (uvicorn, one process); MLflow as `
 by default. Prints each figure with its peer or floor and the issue's target.
 
     .venv/bin/python bench/tracking.py [--db sqlite|postgres] [--search-runs 5000] [--history 100000]
-        [--grow 5000 100000]
+        [--grow 5000 100000] [--only portal|mlflow] [--part all|search]
+    --part search: (d) and the growth curve only, on both sides (BENCH_MLFLOW_DB names MLflow's PostgreSQL
+    database, mlflow_bench by default; BENCH_DATABASE_URL the portal's, as for every bench)
     (runs `make mlflow-env` first: builds .venv-mlflow or brings it up to date)
 """
 
@@ -37,7 +40,7 @@ MLFLOW_VENV = ROOT / ".venv-mlflow"
 MLFLOW_PY = MLFLOW_VENV / "bin" / "python"
 
 CLIENT = r"""
-import json, random, sys, time
+import json, os, random, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import mlflow
 from mlflow import MlflowClient
@@ -62,6 +65,22 @@ def raw_get(path):
     elapsed = time.perf_counter() - started
     conn.close()
     return elapsed, body
+
+def raw_post(path, body):
+    # (seconds to the last byte, body) of a POST through a plain HTTP client, as the official client sends search
+    import http.client, os, urllib.parse
+    url = urllib.parse.urlsplit(os.environ["MLFLOW_TRACKING_URI"])
+    conn = http.client.HTTPConnection(url.hostname, url.port)
+    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    started = time.perf_counter()
+    conn.request("POST", path, body, headers)
+    response = conn.getresponse()
+    payload = response.read()
+    assert response.status == 200, payload[:300]
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed, payload
 
 if mode == "floor":  # the client alone: log_metric, then log_batch, against a server that answers {} at once
     started = time.perf_counter()
@@ -94,61 +113,96 @@ if mode == "search":  # search_runs over an experiment seeded by the bench: one 
     sys.exit(0)
 
 search_runs, history_points = int(sys.argv[2]), int(sys.argv[3])
+now = int(time.time() * 1000)
 
 def batches(run_id, points):
     for start in range(0, len(points), 1000):
         client.log_batch(run_id, metrics=points[start:start + 1000])
 
-# (a) 20 runs x 50 metrics x 200 steps, log_batch of 1000
-exp_a = client.create_experiment("bench-a")
-now = int(time.time() * 1000)
-started = time.perf_counter()
-for r in range(20):
-    run = client.create_run(exp_a)
-    points = [Metric(f"m{k}", random.random(), now + s, s) for s in range(200) for k in range(50)]
-    batches(run.info.run_id, points)
-    client.set_terminated(run.info.run_id)
-out["a_seconds"] = time.perf_counter() - started
-out["a_metrics_per_s"] = 20 * 50 * 200 / out["a_seconds"]
-
-# (b) 1000 single log_metric calls
-run_b = client.create_run(exp_a)
-started = time.perf_counter()
-for i in range(1000):
-    client.log_metric(run_b.info.run_id, "single", i * 0.5, step=i)
-out["b_seconds"] = time.perf_counter() - started
-out["b_calls_per_s"] = 1000 / out["b_seconds"]
-
-# (c) history of a 100k-point metric (logged untimed), read 3 times
-run_c = client.create_run(exp_a)
-batches(run_c.info.run_id, [Metric("long", float(i), now + i, i) for i in range(history_points)])
-times = []
-for _ in range(3):
+def part_a_to_c():
+    # (a) 20 runs x 50 metrics x 200 steps, log_batch of 1000
+    exp_a = client.create_experiment("bench-a")
     started = time.perf_counter()
-    history = client.get_metric_history(run_c.info.run_id, "long")
-    times.append(time.perf_counter() - started)
-    assert len(history) == history_points, len(history)
-out["c_seconds"] = sorted(times)[1]
-query = f"run_id={run_c.info.run_id}&metric_key=long"
-out["c_raw_seconds"] = sorted(raw_get(f"/api/2.0/mlflow/metrics/get-history?{query}")[0] for _ in range(3))[1]
+    for r in range(20):
+        run = client.create_run(exp_a)
+        points = [Metric(f"m{k}", random.random(), now + s, s) for s in range(200) for k in range(50)]
+        batches(run.info.run_id, points)
+        client.set_terminated(run.info.run_id)
+    out["a_seconds"] = time.perf_counter() - started
+    out["a_metrics_per_s"] = 20 * 50 * 200 / out["a_seconds"]
+
+    # (b) 1000 single log_metric calls
+    run_b = client.create_run(exp_a)
+    started = time.perf_counter()
+    for i in range(1000):
+        client.log_metric(run_b.info.run_id, "single", i * 0.5, step=i)
+    out["b_seconds"] = time.perf_counter() - started
+    out["b_calls_per_s"] = 1000 / out["b_seconds"]
+
+    # (c) history of a 100k-point metric (logged untimed), read 3 times
+    run_c = client.create_run(exp_a)
+    batches(run_c.info.run_id, [Metric("long", float(i), now + i, i) for i in range(history_points)])
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        history = client.get_metric_history(run_c.info.run_id, "long")
+        times.append(time.perf_counter() - started)
+        assert len(history) == history_points, len(history)
+    out["c_seconds"] = sorted(times)[1]
+    query = f"run_id={run_c.info.run_id}&metric_key=long"
+    out["c_raw_seconds"] = sorted(raw_get(f"/api/2.0/mlflow/metrics/get-history?{query}")[0] for _ in range(3))[1]
 
 # (d) search over N runs (created untimed, 8 client threads), read 3 times
-exp_d = client.create_experiment("bench-d")
-def make(i):
-    run = client.create_run(exp_d)
-    client.log_batch(run.info.run_id, metrics=[Metric("m1", random.random(), now, 0), Metric("m2", 1.0, now, 0)])
-with ThreadPoolExecutor(8) as pool:
-    list(pool.map(make, range(search_runs)))
-times = []
-for _ in range(3):
-    started = time.perf_counter()
-    found = client.search_runs([exp_d], "metrics.m1 > 0.5", max_results=search_runs)
-    times.append(time.perf_counter() - started)
-out["d_found"] = len(found)
-out["d_seconds"] = sorted(times)[1]
-out["d_experiment"] = exp_d
+def part_d(search_runs):
+    exp_d = client.create_experiment("bench-d")
+    def make(i):
+        run = client.create_run(exp_d)
+        client.log_batch(run.info.run_id, metrics=[Metric("m1", random.random(), now, 0), Metric("m2", 1.0, now, 0)])
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(make, range(search_runs)))
+    if os.environ.get("BENCH_ANALYZE_DSN"):
+        # PostgreSQL: the planner's statistics as autovacuum would have them by now (on servers where it is off,
+        # both sides would otherwise plan (d) for the empty tables they started with)
+        import psycopg
+        with psycopg.connect(os.environ["BENCH_ANALYZE_DSN"], autocommit=True) as conn:
+            conn.execute("ANALYZE")
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        found = client.search_runs([exp_d], "metrics.m1 > 0.5", max_results=search_runs)
+        times.append(time.perf_counter() - started)
+    out["d_found"] = len(found)
+    out["d_seconds"] = sorted(times)[1]
+    out["d_experiment"] = exp_d
+    # The client's own share: the same request through a plain HTTP client (the server's share), and the parsing
+    # the official client does of that body (json, protobuf ParseDict, Run.from_proto), with no server at all.
+    body = json.dumps({"experiment_ids": [exp_d], "filter": "metrics.m1 > 0.5", "max_results": search_runs})
+    raw = sorted(raw_post("/api/2.0/mlflow/runs/search", body) for _ in range(3))
+    out["d_raw_seconds"], payload = raw[1]
+    from mlflow.entities import Run
+    from mlflow.protos.service_pb2 import SearchRuns
+    from mlflow.utils.proto_json_utils import parse_dict
+    parse = []
+    for _ in range(3):
+        started = time.perf_counter()
+        message = SearchRuns.Response()
+        parse_dict(js_dict=json.loads(payload), message=message)
+        assert len([Run.from_proto(r) for r in message.runs]) == len(found)
+        parse.append(time.perf_counter() - started)
+    out["d_client_parse_seconds"] = sorted(parse)[1]
+
+if mode == "search-part":
+    part_d(search_runs)
+    print(json.dumps(out))
+    sys.exit(0)
+
+part_a_to_c()
+part_d(search_runs)
 print(json.dumps(out))
 """
+
+
+MODES = {"all": "full", "search": "search-part"}  # --part → the client script's mode
 
 
 def free_port() -> int:
@@ -172,9 +226,9 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120)
     raise TimeoutError(f"{url} did not answer:\n{log.read_text()[-3000:]}")
 
 
-def run_client(url: str, token: str | None, script: Path, *argv: object) -> dict:
+def run_client(url: str, token: str | None, script: Path, *argv: object, analyze: str = "") -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DJANGO_", "DATABASE_URL"))}
-    env.update(MLFLOW_TRACKING_URI=url, GIT_PYTHON_REFRESH="quiet")
+    env.update(MLFLOW_TRACKING_URI=url, GIT_PYTHON_REFRESH="quiet", BENCH_ANALYZE_DSN=analyze)
     if token:
         env["MLFLOW_TRACKING_TOKEN"] = token
     result = subprocess.run(
@@ -220,7 +274,8 @@ def bench_portal(args: argparse.Namespace, work: Path, script: Path) -> dict:
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", proc, log, timeout=300)
         url = f"http://127.0.0.1:{port}"
-        result = run_client(url, token, script, "full", args.search_runs, args.history)
+        analyze = os.environ["DATABASE_URL"] if args.db == "postgres" else ""
+        result = run_client(url, token, script, MODES[args.part], args.search_runs, args.history, analyze=analyze)
         for runs in args.grow:  # the growth curve: more runs seeded straight into the database (untimed)
             experiment = seed_runs(project, owner, runs)
             found = run_client(url, token, script, "search", experiment, runs)
@@ -271,6 +326,8 @@ def seed_runs(project, owner, count: int) -> str:
     import random
     import uuid
 
+    from django.db import connection
+
     from apps.models import services
     from apps.models.models import LatestMetric, Run
 
@@ -290,17 +347,22 @@ def seed_runs(project, owner, count: int) -> str:
             for run in runs
             for key, value in (("m1", random.random()), ("m2", 1.0))
         )
+    # What autovacuum's analyze does within a minute of such growth; without it the planner still sees the tables
+    # as they were before the bulk insert (a client logging runs one by one leaves it time to catch up).
+    with connection.cursor() as cursor:
+        for model in (Run, LatestMetric):
+            cursor.execute(f"ANALYZE {model._meta.db_table}")
     return str(experiment.pk)
 
 
 def bench_mlflow(args: argparse.Namespace, work: Path, script: Path) -> dict:
+    name = os.environ.get("BENCH_MLFLOW_DB", "mlflow_bench")  # sessions sharing a server each need their own
     if args.db == "sqlite":
         store = f"sqlite:///{work / 'mlflow.sqlite3'}"
     else:
         import psycopg
 
         base = os.environ.get("BENCH_MLFLOW_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
-        name = os.environ.get("BENCH_MLFLOW_DB", "mlflow_bench")  # another name for a second bench at once
         with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{name}"')
@@ -315,7 +377,9 @@ def bench_mlflow(args: argparse.Namespace, work: Path, script: Path) -> dict:
     )  # fmt: skip
     try:
         wait_http(f"http://127.0.0.1:{port}/health", proc, log, timeout=300)
-        return run_client(f"http://127.0.0.1:{port}", None, script, "full", args.search_runs, args.history)
+        analyze = f"postgres://postgres@127.0.0.1:5432/{name}" if args.db == "postgres" else ""
+        url = f"http://127.0.0.1:{port}"
+        return run_client(url, None, script, MODES[args.part], args.search_runs, args.history, analyze=analyze)
     finally:
         stop(proc)
 
@@ -332,6 +396,28 @@ def report(args: argparse.Namespace, results: dict) -> None:
 
     if p is None:
         return
+    if "b_calls_per_s" in p:
+        report_a_to_c(args, p, m, f, row)
+    d = p["d_seconds"]
+    ratio = m and m["d_seconds"] / d
+    row(f"search_runs {args.search_runs} runs (s)", d, m and m["d_seconds"], ratio, f"{p['d_found']} found",
+        "≥ 5×", bool(ratio and ratio >= 5))  # fmt: skip
+    for side, r in (("portal", p), ("mlflow", m)):
+        if r and "d_raw_seconds" in r:
+            print(f"  {side}: raw HTTP {r['d_raw_seconds']:.3f} s, the client's parsing of that body "
+                  f"{r['d_client_parse_seconds']:.3f} s")  # fmt: skip
+    for runs in args.grow:
+        g = p[f"grow_{runs}"]
+        row(f"search_runs {runs} runs, 1k page (s)", g["page_seconds"], None, None,
+            f"all matches raw {g['all_raw_seconds']:.2f} s", "≤ 1 s", g["page_seconds"] <= 1)  # fmt: skip
+    print("search growth (raw HTTP, every match, max_results 50000): ", end="")
+    for runs in args.grow:
+        g = p[f"grow_{runs}"]
+        print(f"{runs} runs {g['all_raw_seconds']:.2f} s ({g['all_raw_seconds'] / runs * 1e6:.1f} µs/run)  ", end="")
+    print()
+
+
+def report_a_to_c(args: argparse.Namespace, p: dict, m: dict | None, f: dict | None, row) -> None:
     floor = f["floor_calls_per_s"] if f else None
     b = p["b_calls_per_s"]
     row("single log_metric (calls/s)", b, m and m["b_calls_per_s"], m and b / m["b_calls_per_s"],
@@ -344,19 +430,6 @@ def report(args: argparse.Namespace, results: dict) -> None:
     ratio = m and m["c_seconds"] / c
     row(f"history {args.history} pts, e2e (s)", c, m and m["c_seconds"], ratio, f"raw HTTP {raw:.3f} s",
         "server ≤ 0.15 s, ≥ 5×", raw <= 0.15 and bool(ratio and ratio >= 5))  # fmt: skip
-    d = p["d_seconds"]
-    ratio = m and m["d_seconds"] / d
-    row(f"search_runs {args.search_runs} runs (s)", d, m and m["d_seconds"], ratio, f"{p['d_found']} found",
-        "≥ 5×", bool(ratio and ratio >= 5))  # fmt: skip
-    for runs in args.grow:
-        g = p[f"grow_{runs}"]
-        row(f"search_runs {runs} runs, 1k page (s)", g["page_seconds"], None, None,
-            f"all matches raw {g['all_raw_seconds']:.2f} s", "≤ 1 s", g["page_seconds"] <= 1)  # fmt: skip
-    print("search growth (raw HTTP, every match, max_results 50000): ", end="")
-    for runs in args.grow:
-        g = p[f"grow_{runs}"]
-        print(f"{runs} runs {g['all_raw_seconds']:.2f} s ({g['all_raw_seconds'] / runs * 1e6:.1f} µs/run)  ", end="")
-    print()
 
 
 def main() -> None:
@@ -366,6 +439,12 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=100_000)
     parser.add_argument("--grow", type=int, nargs="*", default=[5000, 100_000], help="runs of the search curve")
     parser.add_argument("--only", choices=["portal", "mlflow"], help="run one side (for profiling)")
+    parser.add_argument(
+        "--part",
+        choices=list(MODES),
+        default="all",
+        help="search: only (d) and the --grow curve (both sides), not (a)-(c) nor the empty server",
+    )
     args = parser.parse_args()
     # Builds .venv-mlflow when missing and brings it up to its requirements (a venv built before psycopg was in
     # them could not start `mlflow server` on PostgreSQL, and said so only after the portal's half of the run).
@@ -374,8 +453,9 @@ def main() -> None:
     script = work / "client.py"
     script.write_text(CLIENT)
     try:
-        results = {"floor": bench_floor(work, script)}
-        print("floor:", json.dumps(results["floor"]), flush=True)
+        results = {"floor": bench_floor(work, script)} if args.part == "all" else {}
+        if "floor" in results:
+            print("floor:", json.dumps(results["floor"]), flush=True)
         if args.only != "mlflow":
             results["portal"] = bench_portal(args, work, script)
             print("portal:", json.dumps(results["portal"]), flush=True)

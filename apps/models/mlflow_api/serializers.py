@@ -5,11 +5,14 @@ Runs are serialised in bulk: one query per kind of child (latest metrics, params
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from django.db import connection
+from django.http import HttpResponse
 
 from apps.models.access import Caller
 from apps.models.models import (
@@ -27,7 +30,19 @@ from apps.models.models import (
     RunInput,
     RunTag,
 )
+from portal.lib import jsonsafe
 from portal.lib.jsonsafe import finite_float
+
+
+def fast_json_response(payload: dict) -> HttpResponse:
+    """`payload` as `base.json_response` writes it, through orjson (a search page of 2,500 runs: ~18 ms in the
+    standard library's encoder, ~3 ms here). The payload's floats are already finite (`metric_value`); anything
+    orjson refuses (an integer past 64 bits in a dataset's JSON tags) goes the standard library's way."""
+    try:
+        body = orjson.dumps(payload)
+    except TypeError:
+        body = jsonsafe.dumps(payload, separators=(",", ":"), default=str).encode()
+    return HttpResponse(body, content_type="application/json")
 
 
 def metric_value(value: float, is_nan: bool) -> float | str:
@@ -58,59 +73,91 @@ def experiments_json(caller: Caller, experiments: Sequence[Experiment]) -> list[
     return [experiment_json(caller, e, tags[e.pk]) for e in experiments]
 
 
-def run_info(run: Run) -> dict:
+# The run columns a response needs, in `run_row`'s order (search reads only these, as tuples, not model instances).
+RUN_COLUMNS = (
+    "pk", "run_uuid", "name", "experiment_id", "user_id_text", "status", "start_time", "end_time", "artifact_uri",
+    "lifecycle_stage",
+)  # fmt: skip
+
+
+def run_row(run: Run) -> tuple:
+    """`run`'s `RUN_COLUMNS`."""
+    return (
+        run.pk, run.run_uuid, run.name, run.experiment_id, run.user_id_text, run.status, run.start_time, run.end_time,
+        run.artifact_uri, run.lifecycle_stage,
+    )  # fmt: skip
+
+
+def _info(row: tuple) -> dict:
+    _pk, run_uuid, name, experiment_id, user_id, status, start_time, end_time, artifact_uri, lifecycle_stage = row
     info = {
-        "run_id": run.run_uuid,
-        "run_uuid": run.run_uuid,
-        "run_name": run.name,
-        "experiment_id": str(run.experiment_id),
-        "user_id": run.user_id_text,
-        "status": run.status,
-        "start_time": run.start_time,
-        "artifact_uri": run.artifact_uri,
-        "lifecycle_stage": run.lifecycle_stage,
+        "run_id": run_uuid,
+        "run_uuid": run_uuid,
+        "run_name": name,
+        "experiment_id": str(experiment_id),
+        "user_id": user_id,
+        "status": status,
+        "start_time": start_time,
+        "artifact_uri": artifact_uri,
+        "lifecycle_stage": lifecycle_stage,
     }
-    if run.end_time is not None:
-        info["end_time"] = run.end_time
+    if end_time is not None:
+        info["end_time"] = end_time
     return info
 
 
-def _children(table: str, columns: str, ids: list[int]) -> list[tuple]:
-    """Rows of a child table for a page of runs. The ids are our own integers, inlined: Django's per-parameter
-    preparation of a 5,000-element IN list cost more than the query itself."""
-    id_list = ",".join(str(int(pk)) for pk in ids)
+def run_info(run: Run) -> dict:
+    return _info(run_row(run))
+
+
+def _children(table: str, columns: str, id_list: str) -> list[tuple]:
+    """Rows of a child table for a page of runs. The ids are our own integers, inlined (`_id_list`): Django's
+    per-parameter preparation of a 5,000-element IN list cost more than the query itself."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT run_id, {columns} FROM {table} WHERE run_id IN ({id_list})")
         return cursor.fetchall()
 
 
+def _id_list(ids: list[int]) -> str:
+    return ",".join(map(str, map(int, ids)))
+
+
 def runs_json(runs: Sequence[Run]) -> list[dict]:
     """Full runs (info, data, inputs) with one query per kind of child for the whole page."""
-    ids = [r.pk for r in runs]
-    metrics: dict[int, list] = defaultdict(list)
-    params: dict[int, list] = defaultdict(list)
-    tags: dict[int, list] = defaultdict(list)
-    inputs: dict[int, list] = defaultdict(list)
+    return run_rows_json([run_row(run) for run in runs])
+
+
+def run_rows_json(rows: Sequence[tuple]) -> list[dict]:
+    """Full runs of `RUN_COLUMNS` rows: one query per kind of child (latest metrics, params, tags, inputs) for the
+    whole page, whatever its size. A search page is thousands of runs: no model instances, and no call per child row
+    unless its value is NaN or infinite."""
+    ids = [row[0] for row in rows]
+    metrics: dict[int, list] = {pk: [] for pk in ids}
+    params: dict[int, list] = {pk: [] for pk in ids}
+    tags: dict[int, list] = {pk: [] for pk in ids}
+    inputs: dict[int, list] = {pk: [] for pk in ids}
     if ids:
+        id_list = _id_list(ids)  # once for the four statements
         columns = '"key", "value", "timestamp", "step", "is_nan"'
-        for run_id, key, value, timestamp, step, is_nan in _children(LatestMetric._meta.db_table, columns, ids):
-            metrics[run_id].append(
-                {"key": key, "value": metric_value(value, bool(is_nan)), "timestamp": timestamp, "step": step}
-            )
-        for run_id, key, value in _children(Param._meta.db_table, '"key", "value"', ids):
+        isfinite = math.isfinite
+        for run_id, key, value, timestamp, step, is_nan in _children(LatestMetric._meta.db_table, columns, id_list):
+            if is_nan or not isfinite(value):
+                value = metric_value(value, bool(is_nan))
+            metrics[run_id].append({"key": key, "value": value, "timestamp": timestamp, "step": step})
+        for run_id, key, value in _children(Param._meta.db_table, '"key", "value"', id_list):
             params[run_id].append({"key": key, "value": value})
-        for run_id, key, value in _children(RunTag._meta.db_table, '"key", "value"', ids):
+        for run_id, key, value in _children(RunTag._meta.db_table, '"key", "value"', id_list):
             tags[run_id].append({"key": key, "value": value})
-        input_ids = [row[1] for row in _children(RunInput._meta.db_table, "id", ids)]
+        input_ids = [row[1] for row in _children(RunInput._meta.db_table, "id", id_list)]
         for item in RunInput.objects.filter(pk__in=input_ids) if input_ids else []:
             inputs[item.run_id].append(dataset_input_json(item))
     return [
         {
-            "info": run_info(r),
-            "data": {"metrics": metrics[r.pk], "params": params[r.pk], "tags": tags[r.pk]},
-            "inputs": {"dataset_inputs": inputs[r.pk]},
+            "info": _info(row),
+            "data": {"metrics": metrics[row[0]], "params": params[row[0]], "tags": tags[row[0]]},
+            "inputs": {"dataset_inputs": inputs[row[0]]},
         }
-        for r in runs
+        for row in rows
     ]
 
 

@@ -241,7 +241,7 @@ def restore_run(caller: Caller, data: dict, _kw: dict) -> dict:
 
 @router.route("POST", "runs/search")
 @router.route("GET", "runs/search")
-def search_runs(caller: Caller, data: dict, _kw: dict) -> dict:
+def search_runs(caller: Caller, data: dict, _kw: dict) -> HttpResponse:
     ids = data.get("experiment_ids") or []
     if isinstance(ids, str):
         ids = [ids]
@@ -268,11 +268,12 @@ def search_runs(caller: Caller, data: dict, _kw: dict) -> dict:
         order_by=_order_by(data),
         max_results=_max_results(data, 1000, 50000),
         page_token=data.get("page_token") or None,
+        columns=s.RUN_COLUMNS,
     )
-    result: dict[str, Any] = {"runs": s.runs_json(runs)}
+    result: dict[str, Any] = {"runs": s.run_rows_json(runs)}
     if token:
         result["next_page_token"] = token
-    return result
+    return s.fast_json_response(result)
 
 
 def _logged_fast(caller: Caller, data: dict, points: Callable[[], list]) -> bool:
