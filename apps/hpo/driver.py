@@ -31,7 +31,7 @@ from apps.jobs.models import RunStatus
 from apps.jobs.services import RunBatch, cancel_run
 from apps.projects.events import publish_event
 from apps.projects.permissions import CONTRIBUTE, has_project_perm
-from portal.lib.asynccommit import unflushed
+from portal.lib.asynccommit import update_unflushed
 
 logger = logging.getLogger(__name__)
 LEASE = timedelta(minutes=5)
@@ -45,21 +45,17 @@ def advance_study(study_id: int) -> Study | None:
     # The lease commits without waiting for the WAL flush (portal.lib.asynccommit): a claim lost in a crash of
     # PostgreSQL takes every later write of its pass with it, and a lost release leaves a lease that runs out and is
     # taken over by a recovering pass.
-    with unflushed():
-        claimed = running.filter(lease_until__isnull=True).update(lease_until=now + LEASE)
-    if not claimed:
+    if not update_unflushed(running.filter(lease_until__isnull=True), lease_until=now + LEASE):
         # Held: by a live pass (leave it), or by one that died (its lease ran out): take over and repair.
-        with unflushed():
-            if not running.filter(lease_until__lt=now).update(lease_until=now + LEASE):
-                return None
+        if not update_unflushed(running.filter(lease_until__lt=now), lease_until=now + LEASE):
+            return None
         recovered = True
     try:
         # The project's quota with it: a pass that starts trials checks their runs against it (`RunBatch`).
         study = Study.objects.select_related("project__quota", "created_by").get(pk=study_id)
         changed = _pass(study, recovered)
     finally:
-        with unflushed():
-            Study.objects.filter(pk=study_id).update(lease_until=None)
+        update_unflushed(Study.objects.filter(pk=study_id), lease_until=None)
     study.lease_until = None  # the pass wrote every other change on this object itself
     if changed:
         _publish(study)

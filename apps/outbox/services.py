@@ -16,13 +16,13 @@ from datetime import timedelta
 from typing import Any
 
 from celery import current_app
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from apps.outbox.models import PendingTask
-from portal.lib.asynccommit import unflushed
+from portal.lib.asynccommit import execute_unflushed, unflushed, update_unflushed
 
 log = logging.getLogger("portal.outbox")
 
@@ -90,9 +90,8 @@ def _send_after_commit(row: PendingTask) -> None:
     # after the send commit without waiting for the WAL flush (portal.lib.asynccommit): one lost in a crash of
     # PostgreSQL leaves the row due, and a drain sends it again, as when this process dies between the broker's yes
     # and the delete (every task queued here is idempotent). Each run started pays both on its way out.
-    with unflushed():
-        claimed = PendingTask.objects.filter(pk=row.pk, due_at=row.due_at).update(due_at=timezone.now() + LEASE)
-    if claimed:
+    claim = PendingTask.objects.filter(pk=row.pk, due_at=row.due_at)
+    if update_unflushed(claim, due_at=timezone.now() + LEASE):
         _send(row)
 
 
@@ -100,8 +99,7 @@ def _send_many_after_commit(rows: list[PendingTask]) -> None:
     """`_send_after_commit` for rows written together (one `due_at`): one claim and one delete for all of them."""
     ids = [row.pk for row in rows]
     claim = timezone.now() + LEASE
-    with unflushed():
-        claimed = PendingTask.objects.filter(pk__in=ids, due_at=rows[0].due_at).update(due_at=claim)
+    claimed = update_unflushed(PendingTask.objects.filter(pk__in=ids, due_at=rows[0].due_at), due_at=claim)
     if claimed < len(rows):  # a drain took some over: the rows still ours are those this claim dated
         mine = set(PendingTask.objects.filter(pk__in=ids, due_at=claim).values_list("pk", flat=True))
         rows = [row for row in rows if row.pk in mine]
@@ -116,9 +114,8 @@ def _send_many_after_commit(rows: list[PendingTask]) -> None:
     if sent:
         # One statement: Django's delete() would read the rows first to send them pre_delete (the audit listens), and
         # rows written by bulk_create sent no post_save either.
-        with unflushed(), connection.cursor() as cursor:
-            placeholders = ", ".join(["%s"] * len(sent))
-            cursor.execute(f"DELETE FROM {PendingTask._meta.db_table} WHERE id IN ({placeholders})", sent)
+        placeholders = ", ".join(["%s"] * len(sent))
+        execute_unflushed(f"DELETE FROM {PendingTask._meta.db_table} WHERE id IN ({placeholders})", sent)
 
 
 def _send(row: PendingTask) -> int | None:
