@@ -50,37 +50,30 @@ mode = sys.argv[1]
 client = MlflowClient()
 out = {}
 
-def raw_get(path):
-    # seconds to the last byte of a GET through a plain HTTP client (no protobuf parsing): the server's share
+def raw_request(method, path, body=None):
+    # (seconds to the last byte, body) of a request through a plain HTTP client (no protobuf parsing): the
+    # server's share; a POST sends `body` as JSON, as the official client sends search
     import http.client, os, urllib.parse
     url = urllib.parse.urlsplit(os.environ["MLFLOW_TRACKING_URI"])
     conn = http.client.HTTPConnection(url.hostname, url.port)
     token = os.environ.get("MLFLOW_TRACKING_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
     started = time.perf_counter()
-    conn.request("GET", path, headers=headers)
-    response = conn.getresponse()
-    body = response.read()
-    assert response.status == 200, body[:300]
-    elapsed = time.perf_counter() - started
-    conn.close()
-    return elapsed, body
-
-def raw_post(path, body):
-    # (seconds to the last byte, body) of a POST through a plain HTTP client, as the official client sends search
-    import http.client, os, urllib.parse
-    url = urllib.parse.urlsplit(os.environ["MLFLOW_TRACKING_URI"])
-    conn = http.client.HTTPConnection(url.hostname, url.port)
-    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-    started = time.perf_counter()
-    conn.request("POST", path, body, headers)
+    conn.request(method, path, body, headers)
     response = conn.getresponse()
     payload = response.read()
     assert response.status == 200, payload[:300]
     elapsed = time.perf_counter() - started
     conn.close()
     return elapsed, payload
+
+def raw_get(path):
+    return raw_request("GET", path)
+
+def raw_post(path, body):
+    return raw_request("POST", path, body)
 
 if mode == "floor":  # the client alone: log_metric, then log_batch, against a server that answers {} at once
     started = time.perf_counter()

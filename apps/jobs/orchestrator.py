@@ -170,22 +170,29 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
     retries = int(node.get("retries", 0))
     if new == TaskStatus.FAILED and task.attempt <= retries and task.run.status != RunStatus.CANCELLING:
         backoff = float(node.get("retry_backoff", 10)) * (2 ** (task.attempt - 1))
-        retry = TaskRun.objects.create(
-            run=task.run,
-            node=task.node,
-            attempt=task.attempt + 1,
-            status=TaskStatus.WAITING,
-            resources=task.resources,
-            replicas=task.replicas,
-            cache_key=task.cache_key,
-            not_before=now + timedelta(seconds=backoff),
-            waiting_reason=f"retry {task.attempt}/{retries} after {backoff:g} s backoff ({task.reason})",
-        )
-        from apps.jobs.tasks import advance_run
-
-        transaction.on_commit(lambda: advance_run.apply_async((task.run_id,), countdown=backoff))
-        return retry
+        reason = f"retry {task.attempt}/{retries} after {backoff:g} s backoff ({task.reason})"
+        return _next_attempt(task, now, backoff, reason)
     return None
+
+
+def _next_attempt(task: TaskRun, now, backoff: float, reason: str, **fields) -> TaskRun:
+    """The task's next attempt, waiting `backoff` seconds (the run advanced again then) with `reason` shown."""
+    from apps.jobs.tasks import advance_run
+
+    run_id = task.run_id
+    transaction.on_commit(lambda: advance_run.apply_async((run_id,), countdown=backoff))
+    return TaskRun.objects.create(
+        run=task.run,
+        node=task.node,
+        attempt=task.attempt + 1,
+        status=TaskStatus.WAITING,
+        resources=task.resources,
+        replicas=task.replicas,
+        cache_key=task.cache_key,
+        not_before=now + timedelta(seconds=backoff),
+        waiting_reason=reason,
+        **fields,
+    )
 
 
 PREEMPTED = "preempted: it ran on room above its project's quota, which a project under its quota needed"
@@ -200,22 +207,7 @@ REQUEUE_BACKOFF = 300
 def _requeue(task: TaskRun, now) -> TaskRun:
     """The next attempt of a preempted task, waiting again in its old place (its first attempt's age: the queue's
     order and aging count from it, so that being preempted does not send it to the back) after REQUEUE_BACKOFF."""
-    from apps.jobs.tasks import advance_run
-
-    run_id = task.run_id
-    transaction.on_commit(lambda: advance_run.apply_async((run_id,), countdown=REQUEUE_BACKOFF))
-    return TaskRun.objects.create(
-        run=task.run,
-        node=task.node,
-        attempt=task.attempt + 1,
-        status=TaskStatus.WAITING,
-        resources=task.resources,
-        replicas=task.replicas,
-        cache_key=task.cache_key,
-        created_at=task.created_at,
-        not_before=now + timedelta(seconds=REQUEUE_BACKOFF),
-        waiting_reason="requeued after preemption",
-    )
+    return _next_attempt(task, now, REQUEUE_BACKOFF, "requeued after preemption", created_at=task.created_at)
 
 
 def _sync_active(
