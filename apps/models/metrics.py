@@ -24,6 +24,7 @@ SMALL_BATCH = 20  # PostgreSQL: up to this many points, one INSERT rather than C
 COLUMNS = "run_id, key, value, timestamp, step, is_nan"
 SKIP_STORED = "ON CONFLICT (run_id, key, step, timestamp, value, is_nan) DO NOTHING"  # MLflow's primary key
 _LATEST = LatestMetric._meta.db_table
+_ARRAYS = "unnest(%s::text[], %s::float8[], %s::int8[], %s::int8[], %s::bool[])"  # the points, by `_columns`
 UPSERT_LATEST = (  # a key's latest value moves only forward
     f"ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, timestamp = excluded.timestamp, "
     f"step = excluded.step, is_nan = excluded.is_nan "
@@ -86,14 +87,13 @@ def insert_points_by_run_uuid(run_uuid: str, project_ids: Iterable[int], points:
     if not project_ids:
         return False
     latest = _latest_per_key(points)
-    metric, latest_table, run = Metric._meta.db_table, LatestMetric._meta.db_table, Run._meta.db_table
-    arrays = "unnest(%s::text[], %s::float8[], %s::int8[], %s::int8[], %s::bool[])"
+    metric, run = Metric._meta.db_table, Run._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH r AS (SELECT id FROM {run} WHERE run_uuid = %s AND lifecycle_stage = %s "
             f"AND project_id = ANY(%s::int8[])), "
-            f"m AS (INSERT INTO {metric} ({COLUMNS}) SELECT r.id, p.* FROM r CROSS JOIN {arrays} AS p {SKIP_STORED}), "
-            f"l AS (INSERT INTO {latest_table} ({COLUMNS}) SELECT r.id, p.* FROM r CROSS JOIN {arrays} AS p "
+            f"m AS (INSERT INTO {metric} ({COLUMNS}) SELECT r.id, p.* FROM r CROSS JOIN {_ARRAYS} AS p {SKIP_STORED}), "
+            f"l AS (INSERT INTO {_LATEST} ({COLUMNS}) SELECT r.id, p.* FROM r CROSS JOIN {_ARRAYS} AS p "
             f"{UPSERT_LATEST}) "
             f"SELECT id FROM r",
             [run_uuid, ACTIVE, project_ids, *_columns(points), *_columns(latest)],
@@ -131,8 +131,7 @@ def _insert_postgresql(cursor, run_id: int, points: list[Point]) -> None:
 
 def _insert_skipping_stored(cursor, table: str, run_id: int, points: list[Point]) -> None:
     cursor.execute(
-        f"INSERT INTO {table} ({COLUMNS}) SELECT %s, * FROM "
-        f"unnest(%s::text[], %s::float8[], %s::int8[], %s::int8[], %s::bool[]) {SKIP_STORED}",
+        f"INSERT INTO {table} ({COLUMNS}) SELECT %s, * FROM {_ARRAYS} {SKIP_STORED}",
         [run_id, *_columns(points)],
     )
 
@@ -146,7 +145,7 @@ def _upsert_latest(cursor, run_id: int, points: list[Point]) -> None:
     params: list = []
     for p in rows:
         params += [run_id, p.key, p.value, p.timestamp, p.step, p.is_nan]
-    cursor.execute(f"INSERT INTO {LatestMetric._meta.db_table} ({COLUMNS}) VALUES {values} {UPSERT_LATEST}", params)
+    cursor.execute(f"INSERT INTO {_LATEST} ({COLUMNS}) VALUES {values} {UPSERT_LATEST}", params)
 
 
 def _latest_per_key(points: list[Point]) -> list[Point]:
