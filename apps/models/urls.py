@@ -1,4 +1,4 @@
-from django.urls import include, path
+from django.urls import path
 
 from apps.models.views import experiments, mlflow_links, registry, runs
 
@@ -7,7 +7,6 @@ app_name = "models"
 P = "p/<slug:project>/"
 
 urlpatterns: list = [
-    path("", include("apps.models.mlflow_api.urls")),
     path("mlflow-ui/", mlflow_links.mlflow_link, name="mlflow-link"),
     path(P + "experiments/", experiments.experiment_list, name="experiment-list"),
     path(P + "experiments/<int:pk>/", experiments.experiment_detail, name="experiment-detail"),

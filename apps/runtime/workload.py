@@ -269,9 +269,16 @@ class Workload:
     # A pipeline task's run priority (the queue's order; apps/runtime/priority.py): its pods name that level's
     # PriorityClass on a cluster that has them. None: no class (notebooks, services).
     priority: int | None = None
+    # Nodes (by name) that none of its replicas may be placed on: the queue keeps them for a task that holds a
+    # reservation there (apps/jobs/queue_policy.py). On Kubernetes a required node affinity, NotIn those host names.
+    avoid_nodes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.node_selector = _string_map(self.node_selector, "node_selector")
+        avoid = self.avoid_nodes
+        if not isinstance(avoid, list | tuple) or not all(isinstance(n, str) and n for n in avoid):
+            raise ValueError(f"avoid_nodes: must be a list of node names, not {self.avoid_nodes!r}")
+        self.avoid_nodes = sorted(set(self.avoid_nodes))
         if not isinstance(self.tolerations, list | tuple) or not all(isinstance(t, dict) for t in self.tolerations):
             raise ValueError(f"tolerations: must be a list of toleration mappings, not {self.tolerations!r}")
         self.tolerations = [dict(t) for t in self.tolerations]
@@ -330,10 +337,14 @@ class Status:
 
 @dataclass(frozen=True)
 class NodeRoom:
-    """One node of a runtime: what is free on it now, and what it has."""
+    """One node of a runtime: what is free on it now, and what it has; its name (what `Workload.avoid_nodes` names)
+    and, where the runtime knows them, the portal's tasks on it: (task run id, what that task holds on this node).
+    The queue's reservations read when each of those ends (docs/scheduling.md, "Node-level reservations")."""
 
     free: Resources
     total: Resources
+    name: str = ""
+    holders: tuple[tuple[int, Resources], ...] = ()
 
 
 @dataclass(frozen=True)
