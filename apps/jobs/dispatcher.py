@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,9 @@ def dispatch(
         # reservation counts every task of its runtime: the rows do not say which cluster) and by project (its quota).
         running: dict[Any, list] = defaultdict(list)
         fields = ["run_id", "run__project_id", "resources", "replicas", "borrowed"]
-        fields += ["runtime", "queued_at", "started_at", "ends_by"] if backfill or borrowing else []
-        fields += ["pk", "handle", "preempted_at"] if borrowing else []
+        fields += ["pk", "runtime", "queued_at", "started_at", "ends_by"] if backfill or borrowing else []
+        fields += ["handle", "preempted_at"] if borrowing else []
+        ends: dict[int, Any] = {}  # backfill: each active task's expected end, by id (for reservations of nodes)
         active = TaskRun.objects.filter(status__in=TASK_ACTIVE).values(*fields)
         for row in active if counted or backfill or borrowing else ():
             holds = task_demand(row["resources"], row["replicas"])
@@ -114,7 +116,7 @@ def dispatch(
             in_flight[row["run__project_id"]].add(row["run_id"])
             if backfill:
                 since = row["started_at"] or row["queued_at"]
-                end = queue_policy.estimated_end(row["ends_by"], since, now)
+                end = ends[row["pk"]] = queue_policy.estimated_end(row["ends_by"], since, now)
                 running[row["runtime"]].append((end, holds))
                 if within:
                     running[queue_policy.quota_scope(row["run__project_id"])].append((end, holds))
@@ -150,22 +152,26 @@ def dispatch(
                 continue
             need = task_demand(task.resources, task.replicas)
             reason, pool, short_of = _place(task, per_project, tasks_of, in_flight, per_run, pools, gang=backfill)
+            placed = None  # where on the pool's nodes it goes, when a reservation of nodes decides it
             if plan is not None:
                 project = task.run.project
                 quota = queue_policy.quota_scope(project.pk)
                 if pool is None and short_of == "room" and (first := pools.of(project)):
-                    gang = _spans_nodes(task, pools, first[0])
-                    plan.reserve(first[0].runtime, task, need, pools.free(first[0])[0], whole_nodes=gang)
+                    _reserve_room(plan, pools, first[0], task, need, ends)
                 if pool is None and short_of and getattr(project, "quota", None) is not None:
                     # Its share of the quota too (free now when it waits for room): its own project's later tasks
                     # must not take it meanwhile.
                     plan.reserve(quota, task, need, project.quota.limits - per_project[project.pk], now_too=True)
                 elif pool is not None:
                     seconds = timeouts.of(task)
-                    if holder := plan.blocker([pool.runtime, quota], need, seconds):
+                    kept = _nodes_kept(plan, pools, pool, task, seconds)
+                    if kept is not None and kept.placed is None:
+                        reason, pool = kept.reservation.waiting, None
+                    elif holder := plan.blocker([pool.runtime, quota], need, seconds):
                         reason, pool = holder.waiting, None
                     else:
                         plan.started([pool.runtime, quota], need, seconds)
+                        placed = _keep_off(task, kept)
             if borrowing is not None and pool is None:
                 if short_of == "quota" and borrowing.may_borrow(task, pools):
                     borrowing.borrowers.append(task)  # tried once every task within its quota has been
@@ -181,7 +187,7 @@ def dispatch(
             changed[task.run_id][task.node] = task
             if queue is not None:
                 queue.started(task)
-            pools.take(pool, need, Resources.from_json(task.resources), task.replicas)
+            pools.take(pool, need, Resources.from_json(task.resources), task.replicas, placed)
             per_project[task.run.project_id] += need
             tasks_of[task.run.project_id] += 1
             per_run[task.run_id] += 1
@@ -194,17 +200,20 @@ def dispatch(
             )
             if pool is None or pool in borrowing.claiming:
                 continue  # it keeps the reason its quota gave
+            placed = None
             if plan is not None:
                 # Nor room reserved for the head: a claimant that preempted for room, then found it reserved, would
                 # see its victims borrow that room back, and preempt them again, without end.
                 seconds = timeouts.of(task)
-                if plan.blocker([pool.runtime], need, seconds):
+                kept = _nodes_kept(plan, pools, pool, task, seconds)
+                if (kept is not None and kept.placed is None) or plan.blocker([pool.runtime], need, seconds):
                     continue
                 plan.started([pool.runtime], need, seconds)
+                placed = _keep_off(task, kept)
             task.borrowed = True
             chosen.append((task, pool))
             changed[task.run_id][task.node] = task
-            pools.take(pool, need, Resources.from_json(task.resources), task.replicas)
+            pools.take(pool, need, Resources.from_json(task.resources), task.replicas, placed)
             tasks_of[task.run.project_id] += 1
             per_run[task.run_id] += 1
             in_flight[task.run.project_id].add(task.run_id)
@@ -296,6 +305,53 @@ def _place(
         if admission.pool is None:
             return admission.refusal.waiting, None, "room" if admission.shortfall is None else "quota"
     return "", admission.pool, ""
+
+
+def _reserve_room(plan: queue_policy.Backfill, pools: Pools, pool: Pool, task: TaskRun, need, ends) -> None:
+    """The head's reservation in `pool`, which has no room for it now: of nodes where the runtime names them and
+    says which tasks hold them (the nodes where it fits earliest, as the tasks on them end), else of the pool's
+    total (all of it past that time when the task needs nodes to itself: the total says when, not where)."""
+    free, capacity = pools.free(pool)
+    if capacity is not None and queue_policy.by_node(capacity.nodes):
+        replica = Resources.from_json(task.resources)
+        nodes = pools.nodes(pool)
+        if plan.reserve_nodes(queue_policy.nodes_scope(pool), task, replica, task.replicas, nodes, ends):
+            return
+    plan.reserve(pool.runtime, task, need, free, whole_nodes=_spans_nodes(task, pools, pool))
+
+
+@dataclass
+class _Kept:
+    """A reservation of nodes that a task would hold room past, and where the task fits beside it: on nodes outside
+    it, or within a reserved node's spare (None: nowhere)."""
+
+    reservation: queue_policy.Reservation
+    placed: list[tuple[int, Resources]] | None
+
+    def started(self) -> list[str]:
+        """The task starts where `placed` says: debit the spare it takes; the reserved nodes it must keep off."""
+        used = set()
+        for i, part in self.placed or ():
+            if i in self.reservation.spare:
+                self.reservation.spare[i] -= part
+                used.add(i)
+        return sorted(name for i, name in self.reservation.names.items() if i not in used)
+
+
+def _nodes_kept(plan: queue_policy.Backfill, pools: Pools, pool: Pool, task: TaskRun, seconds) -> _Kept | None:
+    """None when no reservation of `pool`'s nodes stands in the task's way (none, or the task ends before it)."""
+    reservation = plan.nodes_kept(queue_policy.nodes_scope(pool), seconds)
+    if reservation is None:
+        return None
+    replica = Resources.from_json(task.resources)
+    return _Kept(reservation, pools.placement(pool, replica, task.replicas, limit=reservation.spare))
+
+
+def _keep_off(task: TaskRun, kept: _Kept | None) -> list[tuple[int, Resources]] | None:
+    """A task starts beside a reservation of nodes: where it goes (for the pass's accounting), and the nodes it must
+    keep off, for its workload (`Workload.avoid_nodes`)."""
+    task.kept_off = kept.started() if kept is not None else []
+    return kept.placed if kept is not None else None
 
 
 def _spans_nodes(task: TaskRun, pools: Pools, pool: Pool) -> bool:
@@ -531,6 +587,9 @@ def _workload(
         pool=pool,
         image=image if pool.cluster else None,
     )
+    if kept_off := getattr(task, "kept_off", None):
+        # Kept off the nodes reserved for a task ahead of it in the queue, as it will still run when that one starts.
+        workload.avoid_nodes = kept_off
     if template.framework == sparkui.FRAMEWORK and pool.runtime == "local":
         # Its Spark UI on a free port of this machine's loopback, reached through the portal (apps/jobs/sparkui.py).
         workload = sparkui.open_ui(task, workload, free_port())

@@ -17,12 +17,13 @@ the head of the queue. `PORTAL_QUEUE_POLICY` chooses:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 
+from apps.runtime.workload import NodeRoom, place_replicas
 from portal.lib.resources import UNLIMITED, Resources
 
 POLICIES = ("backfill", "greedy")
@@ -68,11 +69,16 @@ def order_key(task: Any, now: datetime, held: dict[int, Resources]) -> tuple:
 
 @dataclass
 class Reservation:
-    """The head of a pool's queue: from `at` its need is set aside; `extra` is what is left beside it then."""
+    """The head of a pool's queue: from `at` its need is set aside; `extra` is what is left beside it then. A
+    reservation of nodes sets room aside on those nodes instead: a task that would run past `at` may use no more of a
+    reserved node than its `spare`."""
 
     task: Any
     at: datetime
     extra: Resources
+    # A reservation of nodes: what is left at `at` on each reserved node (by index) beside the head, and their names.
+    spare: dict[int, Resources] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
 
     @property
     def waiting(self) -> str:
@@ -123,6 +129,54 @@ class Backfill:
                 return reservation
         return None
 
+    def reserve_nodes(
+        self,
+        scope: Any,
+        task: Any,
+        replica: Resources,
+        count: int,
+        nodes: list[NodeRoom],
+        ends: dict[int, datetime],
+    ) -> Reservation | None:
+        """Give `task` (`count` replicas of `replica`, which fit nowhere now) the nodes where they will all fit
+        earliest, unless `scope` (a pool) has a reservation already: the tasks holding room on each node (its
+        `holders`) free it at their expected ends (`ends`, by task run id; a holder not there keeps its room), and
+        the first end after which the replicas fit — placed as the runtime places them — gives the time and the
+        nodes. None when no end frees enough."""
+        if scope in self.reserved or not nodes:
+            return None
+        releases = [(ends[t], i, holds) for i, room in enumerate(nodes) for t, holds in room.holders if t in ends]
+        releases.sort(key=lambda r: (r[0], r[1]))
+        free = [room.free for room in nodes]
+        k = 0
+        while k < len(releases):
+            at = releases[k][0]
+            while k < len(releases) and releases[k][0] == at:
+                _end, i, holds = releases[k]
+                free[i] += holds
+                k += 1
+            rooms = [NodeRoom(free[i], room.total) for i, room in enumerate(nodes)]
+            placed = place_replicas(rooms, replica, count)
+            if placed is not None:
+                spare = {i: free[i] for i, _part in placed}
+                for i, part in placed:
+                    spare[i] -= part
+                names = {i: nodes[i].name for i in spare}
+                reservation = Reservation(task, max(at, self.now), Resources.none(), spare=spare, names=names)
+                self.reserved[scope] = reservation
+                return reservation
+        return None
+
+    def nodes_kept(self, scope: Any, seconds: float | None) -> Reservation | None:
+        """The reservation of nodes in `scope` that a task starting now and running `seconds` (None: undeclared)
+        would still hold room past: the task may then take no more of a reserved node than its spare."""
+        reservation = self.reserved.get(scope)
+        if reservation is None or not reservation.spare:
+            return None
+        if seconds is not None and self.now + timedelta(seconds=seconds) <= reservation.at:
+            return None
+        return reservation
+
     def blocker(self, scopes: list[Any], need: Resources, seconds: float | None) -> Reservation | None:
         """The reservation that a task fitting now in all `scopes` (needing `need` for at most `seconds`: its timeout,
         None when it declares none) would delay; None when it may start — then what it keeps past each reservation's
@@ -145,6 +199,17 @@ class Backfill:
 
 def quota_scope(project_id: int) -> tuple[str, int]:
     return ("quota", project_id)
+
+
+def nodes_scope(pool: Any) -> tuple[str, Any]:
+    """The scope of a reservation of a pool's nodes (where its runtime reports them by name)."""
+    return ("nodes", pool)
+
+
+def by_node(nodes: tuple[NodeRoom, ...] | list[NodeRoom]) -> bool:
+    """Whether reservations in a pool with these nodes can be of nodes: the runtime names them (so that a task can
+    be kept off them) and says which tasks hold room on them."""
+    return bool(nodes) and all(room.name for room in nodes)
 
 
 def estimated_end(ends_by: datetime | None, since: datetime | None, now: datetime) -> datetime:

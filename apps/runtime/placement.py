@@ -4,7 +4,7 @@ The dispatcher takes the first pool with room; `pipeline_manifests` shows what a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
@@ -82,19 +82,46 @@ class Pools:
             self._nodes[pool] = list(capacity.nodes) if capacity else []
         return self._capacity[pool] is not None
 
-    def placement(self, pool: Pool, replica: Resources, count: int) -> list[tuple[int, Resources]] | None:
-        """Where `count` replicas of `replica` would go on the pool's nodes in this pass, all or none; [] when the
-        runtime does not report its nodes (only the pool's total is known)."""
+    def placement(
+        self, pool: Pool, replica: Resources, count: int, limit: dict[int, Resources] | None = None
+    ) -> list[tuple[int, Resources]] | None:
+        """Where `count` replicas of `replica` would go on the pool's nodes in this pass, all or none; a node of
+        `limit` (by index) offers no more than that. [] when the runtime does not report its nodes (only the pool's
+        total is known)."""
         self._load(pool)
         nodes = self._nodes.get(pool) or []
-        return place_replicas(nodes, replica, count) if nodes else []
+        return place_replicas(_limited(nodes, limit), replica, count) if nodes else []
 
-    def take(self, pool: Pool, need: Resources, replica: Resources | None = None, count: int = 1) -> None:
-        """Debit `need` (`count` replicas of `replica`, placed on its nodes where they are known) from the pool."""
+    def nodes(self, pool: Pool) -> list[NodeRoom]:
+        """The pool's nodes as this pass has left them (free room debited as tasks are placed); [] when unknown."""
+        self._load(pool)
+        return list(self._nodes.get(pool) or [])
+
+    def take(
+        self,
+        pool: Pool,
+        need: Resources,
+        replica: Resources | None = None,
+        count: int = 1,
+        placed: list[tuple[int, Resources]] | None = None,
+    ) -> None:
+        """Debit `need` (`count` replicas of `replica`) from the pool, and from its nodes where they are known: those
+        of `placed` (node index, what it takes there), else where `placement` puts them."""
         free = self._free.get(pool)
         if free is not None:
             self._free[pool] = free - need
         nodes = self._nodes.get(pool)
         if nodes and replica is not None:
-            for i, part in place_replicas(nodes, replica, count) or ():
-                nodes[i] = NodeRoom(nodes[i].free - part, nodes[i].total)
+            for i, part in placed if placed is not None else place_replicas(nodes, replica, count) or ():
+                nodes[i] = replace(nodes[i], free=nodes[i].free - part)
+
+
+def _limited(nodes: list[NodeRoom], limit: dict[int, Resources] | None) -> list[NodeRoom]:
+    """The nodes, those of `limit` offering no more than it (same indices)."""
+    if not limit:
+        return nodes
+    return [replace(room, free=_least(room.free, limit[i])) if i in limit else room for i, room in enumerate(nodes)]
+
+
+def _least(a: Resources, b: Resources) -> Resources:
+    return Resources.of(min(a.cpu, b.cpu), min(a.memory, b.memory), min(a.gpu, b.gpu))

@@ -32,6 +32,9 @@ class Node:
     free_gpus: int = 0
     free_cpus: float = 0.0
     free_memory: int = 0
+    name: str = ""
+    # The workloads on it that a portal task submitted: uid → (task run id, what it holds here), for capacity().
+    holders: dict[str, tuple[int, Resources]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.free_gpus, self.free_cpus, self.free_memory = self.gpus, self.cpus, self.memory
@@ -54,6 +57,8 @@ class SimWorkload:
     memory: int
     duration: float
     key: str = ""  # the caller's name for it (a trace job's id)
+    task: int | None = None  # the portal's task run id (its workload's "task_run" label), when a task submitted it
+    avoid: frozenset[int] = frozenset()  # nodes (indices) it must not be placed on (Workload.avoid_nodes)
     phase: Phase = Phase.PENDING
     submitted_at: float = 0.0
     started_at: float | None = None
@@ -69,7 +74,8 @@ class SimCluster:
         if nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster has at least one node with at least one GPU")
         self.gpus_per_node = gpus_per_node
-        self.nodes = [Node(gpus_per_node, cpus_per_node, memory_per_node) for _ in range(nodes)]
+        self.nodes = [Node(gpus_per_node, cpus_per_node, memory_per_node, name=f"node-{i}") for i in range(nodes)]
+        self.node_index = {node.name: i for i, node in enumerate(self.nodes)}
         self.now = 0.0
         self.workloads: dict[str, SimWorkload] = {}
         self.pending: list[str] = []  # submitted, placed nowhere yet, in submission order
@@ -135,11 +141,25 @@ class SimCluster:
 
     # --- workloads -----------------------------------------------------------------------------
 
-    def submit(self, uid: str, gpus: int, cpus: float, memory: int, duration: float, key: str = "") -> SimWorkload:
-        """Take a workload (idempotent on uid); it starts now if it fits, else waits in the runtime."""
+    def submit(
+        self,
+        uid: str,
+        gpus: int,
+        cpus: float,
+        memory: int,
+        duration: float,
+        key: str = "",
+        *,
+        task: int | None = None,
+        avoid: frozenset[int] = frozenset(),
+    ) -> SimWorkload:
+        """Take a workload (idempotent on uid); it starts now if it fits (not on the nodes of `avoid`), else waits in
+        the runtime."""
         if uid in self.workloads:
             return self.workloads[uid]
-        w = SimWorkload(uid, math.ceil(gpus), cpus, memory, duration, key=key, submitted_at=self.now)
+        w = SimWorkload(
+            uid, math.ceil(gpus), cpus, memory, duration, key=key, task=task, avoid=avoid, submitted_at=self.now
+        )
         self.workloads[uid] = w
         if not self._start(w):
             self.pending.append(uid)
@@ -148,22 +168,24 @@ class SimCluster:
     def can_place(self, gpus: int, cpus: float, memory: int) -> bool:
         return self._placement(gpus, cpus, memory) is not None
 
-    def _placement(self, gpus: int, cpus: float, memory: int) -> list[tuple[int, int, float, int]] | None:
+    def _placement(
+        self, gpus: int, cpus: float, memory: int, avoid: frozenset[int] = frozenset()
+    ) -> list[tuple[int, int, float, int]] | None:
         g = self.gpus_per_node
         if gpus <= g:
             for i, node in enumerate(self.nodes):
-                if node.fits(gpus, cpus, memory):
+                if i not in avoid and node.fits(gpus, cpus, memory):
                     return [(i, gpus, cpus, memory)]
             return None
         # A multi-node job: whole idle nodes, its CPU and memory split evenly over them (all replicas or none).
         count = math.ceil(gpus / g)
-        idle = [i for i, node in enumerate(self.nodes) if node.idle]
+        idle = [i for i, node in enumerate(self.nodes) if node.idle and i not in avoid]
         if len(idle) < count:
             return None
         return [(i, g, cpus / count, memory // count) for i in idle[:count]]
 
     def _start(self, w: SimWorkload) -> bool:
-        placement = self._placement(w.gpus, w.cpus, w.memory)
+        placement = self._placement(w.gpus, w.cpus, w.memory, w.avoid)
         if placement is None:
             return False
         for i, gpus, cpus, memory in placement:
@@ -171,6 +193,8 @@ class SimCluster:
             node.free_gpus -= gpus
             node.free_cpus -= cpus
             node.free_memory -= memory
+            if w.task is not None:
+                node.holders[w.uid] = (w.task, Resources.of(cpus, memory, gpus))
         w.placement, w.phase, w.started_at = placement, Phase.RUNNING, self.now
         self.busy_gpus += sum(p[1] for p in placement)
         self.peak_busy_gpus = max(self.peak_busy_gpus, self.busy_gpus)
@@ -208,6 +232,7 @@ class SimCluster:
             node.free_gpus += gpus
             node.free_cpus += cpus
             node.free_memory += memory
+            node.holders.pop(w.uid, None)
         self.busy_gpus -= w.gpus
         w.phase, w.ended_at = phase, self.now
         if self.on_change:
@@ -237,7 +262,15 @@ class SimulatedRuntime(Runtime):
             raise LookupError("the simulated cluster does not know how long workloads run")
         key, duration = cluster.duration_of(workload)
         need = demand(workload.resources, total_replicas(workload.kind, workload.replicas))
-        cluster.submit(workload.uid, math.ceil(need.gpu), need.cpu, int(need.memory), duration, key=key)
+        task = workload.labels.get("task_run", "")
+        unknown = [name for name in workload.avoid_nodes if name not in cluster.node_index]
+        if unknown:
+            raise ValueError(f"avoid_nodes: no such node: {', '.join(unknown)}")
+        cluster.submit(
+            workload.uid, math.ceil(need.gpu), need.cpu, int(need.memory), duration, key=key,
+            task=int(task) if task.isdigit() else None,
+            avoid=frozenset(cluster.node_index[name] for name in workload.avoid_nodes),
+        )  # fmt: skip
         return workload.uid
 
     def poll(self, handle: str) -> Status:
@@ -256,7 +289,12 @@ class SimulatedRuntime(Runtime):
             return None
         total = cluster.total
         nodes = tuple(
-            NodeRoom(Resources.of(n.free_cpus, n.free_memory, n.free_gpus), Resources.of(n.cpus, n.memory, n.gpus))
+            NodeRoom(
+                Resources.of(n.free_cpus, n.free_memory, n.free_gpus),
+                Resources.of(n.cpus, n.memory, n.gpus),
+                name=n.name,
+                holders=tuple(sorted(n.holders.values(), key=lambda h: h[0])),
+            )
             for n in cluster.nodes
         )
         return Capacity.of(free=total - cluster.held(), total=total, nodes=nodes)
