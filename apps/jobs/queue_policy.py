@@ -8,7 +8,10 @@ the head of the queue. `PORTAL_QUEUE_POLICY` chooses:
   for want of room gets a reservation: the earliest time its pool will have room for it, from the running tasks'
   declared ends (their timeouts; `PORTAL_QUEUE_DEFAULT_ESTIMATE` seconds for one without). A task behind it may
   start only if it does not delay that time: it ends before it (by its own timeout), or it fits in what is left at
-  that time beside the head (EASY backfill, Lifka 1995).
+  that time beside the head (EASY backfill, Lifka 1995). Where the runtime names its nodes and says which tasks
+  hold them (the simulated cluster; a Kubernetes cluster's inventory), the reservation is of nodes: those where the
+  head fits earliest as their tasks end; a task that would run past that time starts off them or within what they
+  have to spare beside the head, and is submitted kept off the others (`Workload.avoid_nodes`).
   Admission checks the nodes the runtime reports: all of a task's replicas fit on them now, or none starts (gang).
 - "greedy" (the default; the dispatcher before issue #31's second part): order by priority, then age, and start every
   task that fits in its pool's total; a large task waits while smaller ones keep taking the room it needs. It stays

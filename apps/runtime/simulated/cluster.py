@@ -4,7 +4,9 @@ workloads (`SimulatedRuntime`, the third implementation of apps/runtime/base.py'
 A workload submitted to the runtime starts at once when some placement fits it: a job of at most G GPUs on one node
 (the first with room), a larger one on GPUs/G whole nodes, all or nothing. One that fits nowhere stays pending in
 the runtime, as a pod the Kubernetes scheduler cannot bind does, and starts (in submission order, any that fits)
-when a completion frees room. It runs for the duration its trace job gives and then succeeds.
+when a completion frees room. It runs for the duration its trace job gives and then succeeds. A workload is never
+placed on the nodes its `avoid_nodes` names (the queue keeps them for a reservation), and `capacity()` names each
+node ("node-0", …) and the tasks holding room on it, as a cluster's inventory does.
 """
 
 from __future__ import annotations
