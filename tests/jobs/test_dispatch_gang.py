@@ -88,4 +88,4 @@ def test_a_cluster_reports_the_free_room_of_each_usable_node():
     }  # fmt: skip
     capacity = capacity_of(inventory)
     assert capacity.gpu == 2
-    assert capacity.nodes == (NodeRoom(Resources.of(12, 48, 2), Resources.of(16, 64, 8)),)
+    assert capacity.nodes == (NodeRoom(Resources.of(12, 48, 2), Resources.of(16, 64, 8), name="a"),)

@@ -63,6 +63,20 @@ def test_a_cluster_reads_with_its_summary_and_without_its_kubeconfig(world, lab)
     assert [n["name"] for n in body["inventory"]["nodes"]] == ["g", "c"]
 
 
+def test_the_inventory_read_leaves_out_which_task_runs_hold_each_node(world, staff, lab):
+    """Holders name every project's task runs (the queue's node-level reservations read them); the capacity endpoint
+    says who holds what to whom may see it."""
+    holders = {"17": {"cpu": 2.0, "memory_bytes": 2**30, "gpu": 1.0}}
+    set_inventory(lab, [{**node("g", gpu=(4, 1)), "holders": holders}, node("c")])
+
+    for user in (world.bob, staff):
+        body = user_client(user).get(f"{CLUSTERS}lab/").json()
+        assert [sorted(n) for n in body["inventory"]["nodes"]] == [sorted(node("g")), sorted(node("c"))]
+        assert body["summary"]["gpus_free"] == 3
+    lab.refresh_from_db()
+    assert lab.inventory["nodes"][0]["holders"] == holders  # the stored inventory keeps them
+
+
 def test_an_outsider_gets_404_for_every_method_on_a_cluster(world, lab):
     client = user_client(world.charlie)
     assert client.get(f"{CLUSTERS}lab/").status_code == 404

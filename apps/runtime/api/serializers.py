@@ -63,6 +63,18 @@ class ClusterSerializer(StrictModelSerializer):
             fields["name"].read_only = True  # workloads and manifests refer to a cluster by name
         return fields
 
+    def to_representation(self, instance: Cluster) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        inventory = data.get("inventory")
+        if isinstance(inventory, dict) and isinstance(inventory.get("nodes"), list):
+            # A node's holders are the queue's (its node-level reservations) and name every project's task runs;
+            # who holds what is the capacity endpoint's, which lists only the holders the requester may see.
+            nodes = [
+                {k: v for k, v in n.items() if k != "holders"} if isinstance(n, dict) else n for n in inventory["nodes"]
+            ]
+            data["inventory"] = {**inventory, "nodes": nodes}
+        return data
+
     def get_has_kubeconfig(self, cluster: Cluster) -> bool:
         return bool(cluster.kubeconfig)
 

@@ -3,13 +3,17 @@
 `inventory_of(nodes, pods, …)` is a pure function over node and pod dicts as the API returns them:
 
     {"nodes": [{"name", "group", "gpu_type", "ready", "schedulable", "selected",
-                "allocatable": {"cpu", "memory_bytes", "gpu"}, "requested": {…}, "pods"}], "error": ""}
+                "allocatable": {"cpu", "memory_bytes", "gpu"}, "requested": {…}, "pods",
+                "holders": {"<task run id>": {"cpu", "memory_bytes", "gpu"}}}], "error": ""}
 
 `requested` sums the effective requests of the node's non-terminal pods (all namespaces): per pod the larger
 of its containers' sum and its largest init container, plus its overhead, as the scheduler counts them (a
-container with only limits requests its limits). `selected` says whether the node matches the cluster's
-node selector, i.e. whether the portal's pods can land there. `capacity_of(inventory)` sums allocatable −
-requested over ready, schedulable, selected nodes; `capacity_by_group` does so per (resource group, GPU type).
+container with only limits requests its limits). `holders` (only on a node that has some) sums the same per
+pipeline task of the portal's, from its pods' task-run label: a distributed task's pods may be on several nodes.
+`selected` says whether the node matches the cluster's node selector, i.e. whether the portal's pods can land
+there. `capacity_of(inventory)` sums allocatable − requested over ready, schedulable, selected nodes, each node a
+`NodeRoom` with its name and holders (what the queue's node-level reservations read: docs/scheduling.md);
+`capacity_by_group` does so per (resource group, GPU type).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from apps.runtime.kubernetes.manifests.meta import LABEL_MANAGED, LABEL_TASK_RUN, MANAGED_BY
 from apps.runtime.workload import Capacity, NodeRoom
 from portal.lib.resources import Resources
 
@@ -84,6 +89,20 @@ def _number(value: Decimal, key: str) -> float | int:
     return int(value) if key == "memory_bytes" else float(round(value, 3))
 
 
+def _zero() -> dict[str, Decimal]:
+    return {"cpu": Decimal(0), "memory_bytes": Decimal(0), "gpu": Decimal(0)}
+
+
+def task_run_of(pod: dict) -> str:
+    """The id of the portal's task run a pod belongs to (its task-run label, on a pod the portal manages); "" for
+    any other pod, and for a label value that is not an id."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    value = labels.get(LABEL_TASK_RUN) or ""
+    if labels.get(LABEL_MANAGED) != MANAGED_BY or not (isinstance(value, str) and value.isascii() and value.isdigit()):
+        return ""
+    return str(int(value))
+
+
 def inventory_of(
     nodes: list[dict],
     pods: list[dict],
@@ -94,17 +113,19 @@ def inventory_of(
     node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The inventory of a cluster from its nodes and (all namespaces') pods."""
-    requested: dict[str, dict[str, Decimal]] = defaultdict(
-        lambda: {"cpu": Decimal(0), "memory_bytes": Decimal(0), "gpu": Decimal(0)}
-    )
+    requested: dict[str, dict[str, Decimal]] = defaultdict(_zero)
+    held: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(_zero))
     counts: dict[str, int] = defaultdict(int)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             continue
         counts[node_name] += 1
+        task_run = task_run_of(pod)
         for key, value in pod_requests(pod, gpu_resource).items():
             requested[node_name][key] += value
+            if task_run:
+                held[node_name][task_run][key] += value
     selector = node_selector or {}
     result = []
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
@@ -112,25 +133,48 @@ def inventory_of(
         labels = node["metadata"].get("labels") or {}
         allocatable = _amounts((node.get("status") or {}).get("allocatable") or {}, gpu_resource)
         used = requested[name]
-        result.append(
-            {
-                "name": name,
-                "group": labels.get(group_label, "") if group_label else "",
-                "gpu_type": labels.get(gpu_type_label, "") if gpu_type_label else "",
-                "ready": _ready(node),
-                "schedulable": _schedulable(node),
-                "selected": all(labels.get(k) == v for k, v in selector.items()),
-                "allocatable": {k: _number(v, k) for k, v in allocatable.items()},
-                "requested": {k: _number(v, k) for k, v in used.items()},
-                "pods": counts[name],
+        row: dict[str, Any] = {
+            "name": name,
+            "group": labels.get(group_label, "") if group_label else "",
+            "gpu_type": labels.get(gpu_type_label, "") if gpu_type_label else "",
+            "ready": _ready(node),
+            "schedulable": _schedulable(node),
+            "selected": all(labels.get(k) == v for k, v in selector.items()),
+            "allocatable": {k: _number(v, k) for k, v in allocatable.items()},
+            "requested": {k: _number(v, k) for k, v in used.items()},
+            "pods": counts[name],
+        }
+        if held.get(name):
+            # Only on a node that has some, so that the stored inventory stays small.
+            row["holders"] = {
+                task_run: {k: _number(v, k) for k, v in amounts.items()}
+                for task_run, amounts in sorted(held[name].items(), key=lambda item: int(item[0]))
             }
-        )
+        result.append(row)
     return {"nodes": result, "error": ""}
 
 
 def usable(node: dict[str, Any]) -> bool:
     """A node the portal's pods can be scheduled on now."""
     return bool(node.get("ready") and node.get("schedulable") and node.get("selected", True))
+
+
+def holders_of(node: dict[str, Any]) -> tuple[tuple[int, Resources], ...]:
+    """A stored node's holders as `NodeRoom.holders`: (task run id, what it holds there), by id. An inventory written
+    before holders were recorded has none; a key that is not an id, or amounts that are not numbers, are left out."""
+    raw = node.get("holders")
+    if not isinstance(raw, dict):
+        return ()
+    found = []
+    for task_run, amounts in raw.items():
+        if not (isinstance(task_run, str) and task_run.isascii() and task_run.isdigit() and isinstance(amounts, dict)):
+            continue
+        try:
+            holds = Resources.of(*(amounts.get(key) or 0 for key in ("cpu", "memory_bytes", "gpu")))
+        except (TypeError, ValueError):
+            continue
+        found.append((int(task_run), holds))
+    return tuple(sorted(found, key=lambda holder: holder[0]))
 
 
 def _sum(nodes: list[dict[str, Any]]) -> Capacity:
@@ -147,7 +191,8 @@ def _sum(nodes: list[dict[str, Any]]) -> Capacity:
             left[key] = max(have - (requested.get(key) or 0), 0)
             free[key] += left[key]
         whole = Resources.of(*(allocatable.get(key) or 0 for key in ("cpu", "memory_bytes", "gpu")))
-        rooms.append(NodeRoom(Resources.of(left["cpu"], left["memory_bytes"], left["gpu"]), whole))
+        free_now = Resources.of(left["cpu"], left["memory_bytes"], left["gpu"])
+        rooms.append(NodeRoom(free_now, whole, name=str(node.get("name") or ""), holders=holders_of(node)))
     return Capacity(
         cpu=round(free["cpu"], 3),
         memory_bytes=int(free["memory_bytes"]),

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from apps.runtime.kubernetes.capacity import capacity_by_group, capacity_of, inventory_of, pod_requests
 from apps.runtime.kubernetes.inventory import refresh
+from apps.runtime.kubernetes.manifests import build, resource_of
+from apps.runtime.kubernetes.profile import ClusterProfile
 from apps.runtime.kubernetes.runtime import live_controllers
 from apps.runtime.models import Cluster
 from apps.runtime.tasks import kube_refresh_inventory
-from apps.runtime.workload import Capacity
+from apps.runtime.workload import Capacity, NodeRoom, Resources
 from tests.runtime.kubernetes.conftest import fresh_runtime, wait_for
+from tests.runtime.kubernetes.samples import sample_distributed
 
 GI = 2**30
 
@@ -30,9 +33,9 @@ def node(name, *, cpu="8", memory="32Gi", gpu=None, labels=None, ready=True, uns
     }
 
 
-def pod(node_name, *containers, phase="Running", init=(), overhead=None):
+def pod(node_name, *containers, phase="Running", init=(), overhead=None, labels=None):
     return {
-        "metadata": {"name": f"p-{node_name}"},
+        "metadata": {"name": f"p-{node_name}", **({"labels": labels} if labels else {})},
         "spec": {
             "nodeName": node_name,
             "containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(containers)],
@@ -171,3 +174,108 @@ def test_the_runtime_capacity_needs_a_live_controller_and_a_good_inventory(fake,
     cluster.refresh_from_db()
     Cluster.objects.filter(pk=cluster.pk).update(inventory={**cluster.inventory, "error": "unreachable"})
     assert runtime.capacity() is None
+
+
+def task(run_id, **labels):
+    """The labels of a pod of the portal's task run `run_id` (as workload_labels gives them)."""
+    return {"app.kubernetes.io/managed-by": "mlops-portal", "portal.io/task-run": str(run_id), **labels}
+
+
+def test_the_inventory_records_what_each_of_the_portals_tasks_holds_on_each_node():
+    nodes = [node("n1", gpu="4"), node("n2", gpu="4"), node("n3")]
+    gpu_pod = {"requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}}
+    pods = [
+        pod("n1", gpu_pod, labels=task(17, **{"portal.io/replica-type": "master"})),  # a distributed task: 3 pods
+        pod("n2", gpu_pod, labels=task(17, **{"portal.io/replica-type": "worker"})),
+        pod("n2", gpu_pod, labels=task(17, **{"portal.io/replica-type": "worker"})),
+        pod("n1", {"requests": {"cpu": "500m", "memory": "1Gi"}}, phase="Pending", labels=task(5)),
+        pod("n1", gpu_pod, phase="Succeeded", labels=task(5)),  # done: holds nothing
+        pod("n1", gpu_pod, phase="Failed", labels=task(9)),
+        pod("n2", {"requests": {"cpu": "1"}}, labels={"portal.io/task-run": "8"}),  # not the portal's
+        pod("n2", {"requests": {"cpu": "1"}}, labels=task("abc")),  # not a task run's id
+        pod("n2", {"requests": {"cpu": "1"}}, labels={"app.kubernetes.io/managed-by": "mlops-portal"}),  # a notebook
+        pod("n3", {"requests": {"cpu": "1"}}),
+    ]
+    inventory = inventory_of(nodes, pods)
+    by_name = {n["name"]: n for n in inventory["nodes"]}
+
+    assert by_name["n1"]["holders"] == {
+        "5": {"cpu": 0.5, "memory_bytes": GI, "gpu": 0.0},
+        "17": {"cpu": 2.0, "memory_bytes": 4 * GI, "gpu": 1.0},
+    }
+    assert list(by_name["n1"]["holders"]) == ["5", "17"]  # by id, not as text
+    assert by_name["n2"]["holders"] == {"17": {"cpu": 4.0, "memory_bytes": 8 * GI, "gpu": 2.0}}
+    assert "holders" not in by_name["n3"]  # none: no key (the stored inventory stays small)
+    assert by_name["n2"]["requested"] == {"cpu": 7.0, "memory_bytes": 8 * GI, "gpu": 2.0}  # every pod still counts
+    assert by_name["n2"]["pods"] == 5
+
+
+def test_capacity_names_each_node_and_lists_its_holders_by_id():
+    nodes = [node("n1", gpu="4"), node("n2", gpu="4")]
+    pods = [
+        pod("n2", {"requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}}, labels=task(17)),
+        pod("n2", {"requests": {"cpu": "1", "memory": "1Gi"}}, labels=task(3)),
+        pod("n1", {"requests": {"cpu": "1"}}),
+    ]
+
+    capacity = capacity_of(inventory_of(nodes, pods))
+
+    assert capacity.nodes == (
+        NodeRoom(Resources.of(7, 32 * GI, 4), Resources.of(8, 32 * GI, 4), name="n1"),
+        NodeRoom(
+            Resources.of(5, 27 * GI, 3),
+            Resources.of(8, 32 * GI, 4),
+            name="n2",
+            holders=((3, Resources.of(1, GI, 0)), (17, Resources.of(2, 4 * GI, 1))),
+        ),
+    )
+    assert capacity_by_group(inventory_of(nodes, pods))[("", "")].nodes == capacity.nodes
+
+
+def test_an_inventory_stored_before_holders_still_loads_and_bad_holders_are_left_out():
+    old = {
+        "name": "n1", "ready": True, "schedulable": True, "selected": True,
+        "allocatable": {"cpu": 8.0, "memory_bytes": 32 * GI, "gpu": 0.0},
+        "requested": {"cpu": 1.0, "memory_bytes": 0, "gpu": 0.0}, "pods": 1,
+    }  # fmt: skip
+    odd = {
+        **old,
+        "name": "n2",
+        "holders": {
+            "abc": {"cpu": 1.0},
+            "-4": {"cpu": 1.0},
+            "7": {"cpu": "lots"},
+            "8": "two cpus",
+            "12": {"cpu": 1.0, "memory_bytes": GI},
+        },
+    }
+
+    (first, second) = capacity_of({"nodes": [old, odd], "error": ""}).nodes
+
+    assert (first.name, first.holders) == ("n1", ())
+    assert (second.name, second.holders) == ("n2", ((12, Resources.of(1, GI, 0)),))
+    assert capacity_of({"nodes": [{**old, "holders": ["x"]}]}).nodes[0].holders == ()
+
+
+def test_refresh_finds_a_distributed_tasks_pods_by_the_labels_its_manifests_give_them(fake, cluster):
+    fake.add_node("node-1", cpu="16", memory="64Gi")
+    fake.add_node("node-2", cpu="16", memory="64Gi")
+    fake.add_node("node-3", cpu="16", memory="64Gi")
+    [job] = build(sample_distributed("pytorch", uid="task-17"), ClusterProfile.of(cluster, "team-a"))
+    resource = resource_of(job["apiVersion"], job["kind"])
+    fake.store.create((resource.group, resource.plural), "team-a", job)
+    (name,) = fake.sim.wait_created()
+    master, worker = sorted(fake.sim.pod_names(name))
+    fake.sim.start_pod("team-a", master, node="node-1")
+    fake.sim.start_pod("team-a", worker, node="node-2")
+
+    inventory = refresh(cluster)
+
+    one_pod = {"cpu": 1.0, "memory_bytes": 2 * GI, "gpu": 0.0}  # the sample's resources, per replica
+    assert [n.get("holders") for n in inventory["nodes"]] == [{"17": one_pod}, {"17": one_pod}, None]
+    rooms = capacity_of(inventory).nodes
+    assert [(room.name, room.holders) for room in rooms] == [
+        ("node-1", ((17, Resources.of(1, 2 * GI, 0)),)),
+        ("node-2", ((17, Resources.of(1, 2 * GI, 0)),)),
+        ("node-3", ()),
+    ]

@@ -24,6 +24,7 @@ def test_a_dict_stored_before_the_cluster_fields_existed_still_loads() -> None:
     assert loaded.resources.vgpu == {}
     assert (loaded.cluster, loaded.namespace, loaded.volumes, loaded.retries, loaded.rdma) == ("", "", [], 0, False)
     assert (loaded.service, loaded.ports, loaded.image_pull_secrets) == ({}, {}, [])
+    assert loaded.avoid_nodes == []
 
 
 def test_every_field_survives_a_round_trip() -> None:
@@ -39,6 +40,15 @@ def test_every_field_survives_a_round_trip() -> None:
     assert copy == original
     assert copy.volumes == [{"kind": "shm", "mount_path": "/dev/shm", "source": "", "read_only": False, "size": 2**30}]
     assert (copy.service["max_replicas"], copy.service["mode"]) == (3, "deployment")
+
+
+def test_avoided_nodes_are_kept_sorted_once_and_survive_a_round_trip() -> None:
+    original = workload(avoid_nodes=("node-b", "node-a", "node-b"))
+
+    assert original.avoid_nodes == ["node-a", "node-b"]
+    assert original.as_dict()["avoid_nodes"] == ["node-a", "node-b"]
+    assert Workload.from_dict(original.as_dict()) == original
+    assert workload().avoid_nodes == []
 
 
 def test_resources_parse_vgpu_and_name_the_bad_field() -> None:
@@ -103,6 +113,10 @@ def test_two_volumes_on_one_path_are_refused() -> None:
         ({"tolerations": {"key": "k"}}, r"^tolerations: must be a list"),
         ({"affinity": ["x"]}, r"^affinity: must be a mapping"),
         ({"rdma": "yes"}, r"^rdma: must be true or false"),
+        ({"avoid_nodes": "node-a"}, r"^avoid_nodes: must be a list of node names"),
+        ({"avoid_nodes": {"node-a": True}}, r"^avoid_nodes: must be a list of node names"),
+        ({"avoid_nodes": ["node-a", ""]}, r"^avoid_nodes: must be a list of node names"),
+        ({"avoid_nodes": ["node-a", 3]}, r"^avoid_nodes: must be a list of node names"),
         ({"service": {"mode": "lambda"}}, r"^service\.mode: must be one of deployment, kserve"),
         ({"service": {"min_replicas": 3, "max_replicas": 2}}, r"^service\.max_replicas: 2 is less than min_replicas"),
         ({"service": {"scale_metric": "gpu"}}, r"^service\.scale_metric: must be one of cpu, memory, concurrency"),

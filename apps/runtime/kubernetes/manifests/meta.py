@@ -14,6 +14,8 @@ LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGED_BY = "mlops-portal"
 LABEL_UID = "portal.io/workload"
 LABEL_ROLE = "portal.io/replica-type"
+# A pipeline task's pods carry its task run's id (the inventory counts what each task holds on each node).
+LABEL_TASK_RUN = "portal.io/task-run"
 ANNOTATION_NAME = "portal.io/name"
 ANNOTATION_FRAMEWORK = "portal.io/framework"
 # kubectl logs / exec pick this container of a pod when none is named; the log follower reads it too.
@@ -21,7 +23,7 @@ ANNOTATION_DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 
 # Workload labels the portal sets (apps/jobs/dispatcher.py) → the label/annotation key they become on objects.
 # Any other workload label becomes portal.io/<key with "_" as "-">.
-_KNOWN_KEYS = {"task_run": "portal.io/task-run", "run": "portal.io/run", "project": "portal.io/project"}
+_KNOWN_KEYS = {"task_run": LABEL_TASK_RUN, "run": "portal.io/run", "project": "portal.io/project"}
 
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 # Object names we derive stay well under 63 characters: the operators append "-worker-12", "-head-x7k2p", a

@@ -6,6 +6,7 @@ the cluster does not name, RDMA on a cluster without it) is a ManifestError nami
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -28,6 +29,8 @@ from portal.lib.resources import memory_quantity
 # image provides the interpreter, so both become plain `python`.
 _PYTHON_TOKEN = re.compile(r"^\{python(?::[^{}]*)?\}$")
 WORK_VOLUME = "portal-work"
+# The well-known node label whose value is the node's name: what `Workload.avoid_nodes` keeps the pods off.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def command_of(workload: Workload) -> list[str]:
@@ -159,13 +162,37 @@ def scheduling_of(workload: Workload, profile: ClusterProfile, accelerators: boo
         spec["nodeSelector"] = selector
     if workload.tolerations:
         spec["tolerations"] = [dict(t) for t in workload.tolerations]
-    if workload.affinity:
-        spec["affinity"] = dict(workload.affinity)
+    if affinity := affinity_of(workload):
+        spec["affinity"] = affinity
     if workload.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in workload.image_pull_secrets]
     if name := priority_class_of(workload, profile):
         spec["priorityClassName"] = name
     return spec
+
+
+def affinity_of(workload: Workload) -> dict[str, Any]:
+    """The workload's affinity, plus, when it has `avoid_nodes` (nodes the queue keeps for a task it reserved them
+    for: docs/scheduling.md, "Node-level reservations"), a required node affinity NotIn their host names. Node
+    selector terms are ORed and a term's expressions ANDed, so the expression joins every term (or is the one term
+    where there is none); preferred terms and pod (anti-)affinity stay as they are. The workload's dict is not
+    changed."""
+    if not workload.avoid_nodes:
+        return dict(workload.affinity)
+    affinity = copy.deepcopy(workload.affinity)
+    avoid = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": workload.avoid_nodes}
+    try:
+        node = affinity["nodeAffinity"] = affinity.get("nodeAffinity") or {}
+        required = node["requiredDuringSchedulingIgnoredDuringExecution"] = (
+            node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        )
+        required["nodeSelectorTerms"] = [
+            {**term, "matchExpressions": [*(term.get("matchExpressions") or []), copy.deepcopy(avoid)]}
+            for term in required.get("nodeSelectorTerms") or [{}]
+        ]
+    except (AttributeError, TypeError):
+        raise ManifestError("affinity.nodeAffinity: not a Kubernetes NodeAffinity") from None
+    return affinity
 
 
 def priority_class_of(workload: Workload, profile: ClusterProfile) -> str:
