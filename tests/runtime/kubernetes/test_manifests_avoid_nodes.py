@@ -25,7 +25,7 @@ from tests.runtime.kubernetes.samples import (
 )
 
 GOLDEN = Path(__file__).parent / "golden"
-AVOID = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["node-a", "node-b"]}
+AVOID = {"key": "metadata.name", "operator": "NotIn", "values": ["node-a", "node-b"]}
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 # Two required terms (either zone, or one named node) and what must stay as it is beside them.
@@ -85,7 +85,7 @@ def test_every_pod_of_every_kind_keeps_off_the_avoided_nodes(case: str) -> None:
     assert specs, case
     for spec in specs:
         terms = spec["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]
-        assert all(term["matchExpressions"][-1] == AVOID for term in terms), case
+        assert all(term["matchFields"][-1] == AVOID for term in terms), case
     assert "&id" not in yaml.safe_dump_all(objs)  # no object shared between pods (YAML would alias it)
 
 
@@ -94,7 +94,7 @@ def test_every_pod_of_every_kind_keeps_off_the_avoided_nodes(case: str) -> None:
     [sample_job(), sample_distributed("pytorch"), sample_distributed("volcano"), sample_service()],
     ids=["job", "pytorchjob", "volcano-job", "deployment"],
 )
-def test_the_expression_joins_every_required_term_and_the_rest_stays(workload: Workload) -> None:
+def test_the_requirement_joins_every_required_term_and_the_rest_stays(workload: Workload) -> None:
     own = copy.deepcopy(OWN_AFFINITY)
     workload = avoiding(dataclasses.replace(workload, affinity=own), "node-a", "node-b")
 
@@ -105,11 +105,11 @@ def test_the_expression_joins_every_required_term_and_the_rest_stays(workload: W
     for spec in placements(objs[0]):
         affinity = spec["affinity"]
         assert affinity["nodeAffinity"][REQUIRED]["nodeSelectorTerms"] == [
-            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}, AVOID]},
             {
-                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["big-1"]}],
-                "matchExpressions": [AVOID],
+                "matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}],
+                "matchFields": [AVOID],
             },
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["big-1"]}, AVOID]},
         ]
         assert affinity["nodeAffinity"][PREFERRED] == OWN_AFFINITY["nodeAffinity"][PREFERRED]
         assert affinity["podAntiAffinity"] == OWN_AFFINITY["podAntiAffinity"]
@@ -121,14 +121,14 @@ def test_the_expression_joins_every_required_term_and_the_rest_stays(workload: W
     [sample_job(), sample_distributed("pytorch"), sample_distributed("volcano"), sample_service()],
     ids=["job", "pytorchjob", "volcano-job", "deployment"],
 )
-def test_without_a_required_term_the_expression_is_the_one_term(workload: Workload) -> None:
+def test_without_a_required_term_the_requirement_is_the_one_term(workload: Workload) -> None:
     objs = build(avoiding(workload, "node-a", "node-b"), sample_profile())
 
     validate_all(objs, "1.33")
     specs = placements(objs[0])
     assert specs
     for spec in specs:
-        assert spec["affinity"] == {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [AVOID]}]}}}
+        assert spec["affinity"] == {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchFields": [AVOID]}]}}}
 
 
 def test_a_preferred_affinity_is_kept_beside_the_new_required_term() -> None:
@@ -138,7 +138,7 @@ def test_a_preferred_affinity_is_kept_beside_the_new_required_term() -> None:
     assert spec["affinity"] == {
         "nodeAffinity": {
             **job.affinity["nodeAffinity"],
-            REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [AVOID]}]},
+            REQUIRED: {"nodeSelectorTerms": [{"matchFields": [AVOID]}]},
         }
     }
 
@@ -152,7 +152,7 @@ def test_a_spark_applications_driver_and_executors_keep_off_them_too() -> None:
     validate_all([app], "1.33")
     for role in ("driver", "executor"):
         terms = app["spec"][role]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]
-        assert terms == [{"matchExpressions": [AVOID]}], role
+        assert terms == [{"matchFields": [AVOID]}], role
 
 
 @pytest.mark.parametrize("case", sorted(SAMPLES))

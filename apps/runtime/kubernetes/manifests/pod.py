@@ -30,7 +30,6 @@ from portal.lib.resources import memory_quantity
 _PYTHON_TOKEN = re.compile(r"^\{python(?::[^{}]*)?\}$")
 WORK_VOLUME = "portal-work"
 # The well-known node label whose value is the node's name: what `Workload.avoid_nodes` keeps the pods off.
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def command_of(workload: Workload) -> list[str]:
@@ -173,21 +172,22 @@ def scheduling_of(workload: Workload, profile: ClusterProfile, accelerators: boo
 
 def affinity_of(workload: Workload) -> dict[str, Any]:
     """The workload's affinity, plus, when it has `avoid_nodes` (nodes the queue keeps for a task it reserved them
-    for: docs/scheduling.md, "Node-level reservations"), a required node affinity NotIn their host names. Node
-    selector terms are ORed and a term's expressions ANDed, so the expression joins every term (or is the one term
-    where there is none); preferred terms and pod (anti-)affinity stay as they are. The workload's dict is not
-    changed."""
+    for: docs/scheduling.md, "Node-level reservations"), a required node affinity on the node's name (`matchFields`
+    `metadata.name` NotIn: the names the inventory recorded, exactly, as the DaemonSet controller pins pods; a
+    `kubernetes.io/hostname` label can differ from the name). Node selector terms are ORed and a term's requirements
+    ANDed, so it joins every term (or is the one term where there is none); preferred terms and pod (anti-)affinity
+    stay as they are. The workload's dict is not changed."""
     if not workload.avoid_nodes:
         return dict(workload.affinity)
     affinity = copy.deepcopy(workload.affinity)
-    avoid = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": workload.avoid_nodes}
+    avoid = {"key": "metadata.name", "operator": "NotIn", "values": workload.avoid_nodes}
     try:
         node = affinity["nodeAffinity"] = affinity.get("nodeAffinity") or {}
         required = node["requiredDuringSchedulingIgnoredDuringExecution"] = (
             node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
         )
         required["nodeSelectorTerms"] = [
-            {**term, "matchExpressions": [*(term.get("matchExpressions") or []), copy.deepcopy(avoid)]}
+            {**term, "matchFields": [*(term.get("matchFields") or []), copy.deepcopy(avoid)]}
             for term in required.get("nodeSelectorTerms") or [{}]
         ]
     except (AttributeError, TypeError):
