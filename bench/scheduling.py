@@ -1,11 +1,12 @@
 """Scheduling quality at cluster scale (issue #31): a generated GPU job trace replayed on a simulated cluster
 (apps/runtime/simulated/) by FIFO (the baseline) and by the portal's own dispatcher in the loop under each queue
-policy (apps/jobs/simulation.py, apps/jobs/queue_policy.py), then what one dispatch pass costs as the cluster and
+policy (apps/jobs/simulation.py, apps/jobs/queue_policy.py), under each placement strategy of the simulated cluster
+(first-fit, pack, spread: apps/runtime/simulated/cluster.py), then what one dispatch pass costs as the cluster and
 the queue grow. docs/scheduling.md.
 
     .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 600] [--load 1.1] [--teams 8] [--seed 1]
-        [--trace FILE.csv] [--policies greedy,backfill,greedy+borrow] [--cost-gpus 64,512] [--cost-queued 1000,10000]
-        [--cost-policies greedy] [--cost-only]
+        [--trace FILE.csv] [--policies greedy,backfill,greedy+borrow] [--placements first-fit,pack,spread]
+        [--cost-gpus 64,512] [--cost-queued 1000,10000] [--cost-policies greedy] [--cost-only]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override;
      BENCH_DATABASE_URL=sqlite:///… for SQLite)
 """
@@ -43,6 +44,11 @@ def main() -> None:
         default="greedy,backfill,greedy+borrow",
         help="queue policies replayed (PORTAL_QUEUE_POLICY; +borrow: with PORTAL_QUEUE_BORROWING)",
     )
+    parser.add_argument(
+        "--placements",
+        default="first-fit",
+        help="placement strategies of the simulated cluster (first-fit, pack, spread); each replay once per strategy",
+    )
     parser.add_argument("--cost-gpus", default="64,512")
     parser.add_argument("--cost-queued", default="1000,10000")
     parser.add_argument("--cost-policies", default="greedy", help="queue policies the pass cost is measured under")
@@ -50,6 +56,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.small:
         args.gpus, args.jobs, args.cost_gpus, args.cost_queued = 32, 150, "64,512", "200,1000"
+    known = ("first-fit", "pack", "spread")  # apps.runtime.simulated.cluster.PLACEMENTS (Django is not set up yet)
+    if unknown := [p for p in args.placements.split(",") if p not in known]:
+        parser.error(f"--placements: unknown {', '.join(unknown)}; known: {', '.join(known)}")
     prepare("scheduling")
 
     from tests.factories import UserFactory
@@ -76,13 +85,21 @@ def replays(args: argparse.Namespace, owner) -> None:
     else:
         trace = generate(jobs=args.jobs, gpus=args.gpus, load=args.load, teams=args.teams, seed=args.seed)
     nodes = max(args.gpus // 8, 1)
-    fifo_cluster = SimCluster(nodes, 8)
-    summaries = [summarise(replay(trace, fifo_cluster, Fifo(fifo_cluster)))]
-    deciders = []
+    placements = args.placements.split(",")
+    # With several placements each row says its own: "greedy + borrowing [spread]".
+    tag = {p: f" [{p}]" if len(placements) > 1 else "" for p in placements}
+    summaries, deciders = [], []
+    for placement in placements:
+        fifo_cluster = SimCluster(nodes, 8, placement=placement)
+        summaries.append(summarise(replay(trace, fifo_cluster, Fifo(fifo_cluster))))
+        summaries[-1].label += tag[placement]
     for name in args.policies.split(","):
-        outcome, decider = replay_portal(trace, SimCluster(nodes, 8), owner, policy=name)
-        summaries.append(summarise(outcome))
-        deciders.append(decider)
+        for placement in placements:
+            outcome, decider = replay_portal(trace, SimCluster(nodes, 8, placement=placement), owner, policy=name)
+            summaries.append(summarise(outcome))
+            summaries[-1].label += tag[placement]
+            decider.label += tag[placement]
+            deciders.append(decider)
 
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     ones = sum(1 for j in trace.jobs if j.gpus == 1) / len(trace.jobs)
@@ -95,7 +112,8 @@ def replays(args: argparse.Namespace, owner) -> None:
     buckets = [name for name, _lo, _hi in SIZE_BUCKETS]
     header = ["policy", "GPU util", "mean JCT", "p95 JCT"] + [f"p95 wait {b}" for b in buckets]
     header += ["max wait >8", "preempted", "lost", "unfinished", "wall"]
-    widths = [30, 9, 9, 9] + [13] * len(buckets) + [13, 10, 7, 11, 8]
+    label_width = max(30, *(len(s.label) + 1 for s in summaries))
+    widths = [label_width, 9, 9, 9] + [13] * len(buckets) + [13, 10, 7, 11, 8]
     print("".join(f"{h:>{w}}" if i else f"{h:<{w}}" for i, (h, w) in enumerate(zip(header, widths, strict=True))))
     for s in summaries:
         cells = [s.label, f"{s.utilisation:.1%}", fmt_s(s.mean_jct), fmt_s(s.p95_jct)]
@@ -105,11 +123,11 @@ def replays(args: argparse.Namespace, owner) -> None:
     if trace.quotas:
         print("\nShare of each project's GPU quota used over the trace (GPU-seconds held / quota × span)")
         projects = sorted(trace.quotas)
-        print(f"{'policy':<30}" + "".join(f"{p[-7:]:>9}" for p in projects))
+        print(f"{'policy':<{label_width}}" + "".join(f"{p[-7:]:>9}" for p in projects))
         quota_row = "".join(f"{trace.quotas[p] or 0:>9}" for p in projects)
-        print(f"{'(quota, GPUs)':<30}{quota_row}")
+        print(f"{'(quota, GPUs)':<{label_width}}{quota_row}")
         for s in summaries:
-            print(f"{s.label:<30}" + "".join(f"{s.quota_share.get(p, 0):>9.0%}" for p in projects))
+            print(f"{s.label:<{label_width}}" + "".join(f"{s.quota_share.get(p, 0):>9.0%}" for p in projects))
     print()
     for d in deciders:
         print(f"{d.label}: {d.passes} advances (each with its dispatch pass), "

@@ -42,7 +42,8 @@ class ClusterForm(StyledFormMixin, forms.ModelForm):
         fields = [
             "name", "description", "enabled", "in_cluster", "context", "version", "default_namespace",
             "operators", "node_selector", "resource_group_label", "gpu_resource", "gpu_type_label", "vgpu_resources",
-            "rdma_resource", "volcano_queue", "priority_classes", "work_volume_claim",
+            "rdma_resource", "volcano_queue", "priority_classes", "placement", "pack_scheduler_name",
+            "work_volume_claim",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
         # The model's fields have no verbose names (a migration each): the page's words are here.
@@ -62,6 +63,8 @@ class ClusterForm(StyledFormMixin, forms.ModelForm):
             "rdma_resource": _("RDMA resource"),
             "volcano_queue": _("Volcano queue"),
             "priority_classes": _("Priority classes installed"),
+            "placement": _("Placement"),
+            "pack_scheduler_name": _("Packing scheduler"),
             "work_volume_claim": _("Work volume claim"),
         }
 

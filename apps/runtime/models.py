@@ -118,6 +118,17 @@ class Operator(models.TextChoices):
     SPARK = "spark-operator", _("Spark operator")
 
 
+class Placement(models.TextChoices):
+    """How a cluster's scheduler chooses nodes for the portal's pods (docs/scheduling.md, "Bin-packing against
+    spreading")."""
+
+    SPREAD = "spread", _("Spread: the cluster's default scheduler")
+    PACK = "pack", _("Pack: a bin-packing scheduler profile")
+
+
+PACK_SCHEDULER = "portal-binpack"  # the profile k8s/scheduler/ ships
+
+
 class Cluster(models.Model):
     """A Kubernetes cluster the `kubernetes` runtime can run workloads on.
 
@@ -157,6 +168,24 @@ class Cluster(models.Model):
             "k8s/priorityclasses/ is applied here: tasks' pods name the priority class of their run's priority"
         ),
     )
+    placement = models.CharField(
+        max_length=10,
+        choices=Placement.choices,
+        default=Placement.SPREAD,
+        help_text=_(
+            "spread: pods name no scheduler (Kubernetes' default spreads them over the least allocated nodes); pack: "
+            "pods name the bin-packing scheduler below, which fills partly used nodes first and keeps whole nodes "
+            "free for multi-node jobs"
+        ),
+    )
+    pack_scheduler_name = models.CharField(
+        max_length=63,
+        default=PACK_SCHEDULER,
+        help_text=_(
+            "scheduler profile that packs (k8s/scheduler/ ships portal-binpack); Volcano jobs keep Volcano, which "
+            "packs with its binpack plugin"
+        ),
+    )
     work_volume_claim = models.CharField(
         max_length=253,
         blank=True,
@@ -178,6 +207,11 @@ class Cluster(models.Model):
 
     def has_operator(self, operator: str) -> bool:
         return operator in (self.operators or [])
+
+    @property
+    def scheduler_name(self) -> str:
+        """The scheduler the portal's pods name here: the packing one under "pack"; "" (the default) otherwise."""
+        return self.pack_scheduler_name if self.placement == Placement.PACK else ""
 
 
 class ProjectCluster(models.Model):

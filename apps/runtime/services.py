@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 # Kubernetes names a namespace with a DNS-1123 label.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Keys of a kubeconfig that point at files: on the portal's machines those files do not exist.
 FILE_KEYS = {
     "certificate-authority": "certificate-authority-data",
@@ -188,6 +189,10 @@ def validate_cluster(cluster: Cluster, kubeconfig: str | None = None) -> None:
             errors.setdefault(field, []).append(message)
     if not DNS_LABEL.match(cluster.default_namespace or ""):
         errors.setdefault("default_namespace", []).append(_namespace_message())
+    if cluster.pack_scheduler_name and not DNS_SUBDOMAIN.match(cluster.pack_scheduler_name):
+        # What the API server checks in a pod's spec.schedulerName.
+        message = _("A scheduler name is lower-case letters, digits, “-” and “.”, e.g. portal-binpack.")
+        errors.setdefault("pack_scheduler_name", []).append(message)
     if cluster.in_cluster:
         if kubeconfig:
             message = _("An in-cluster connection uses the portal's service account; leave the kubeconfig empty.")

@@ -24,7 +24,8 @@ def cluster_form(**overrides) -> dict:
         "name": "lab", "description": "", "enabled": "on", "kubeconfig": "", "context": "", "version": "1.33",
         "default_namespace": "default", "node_selector": "{}", "resource_group_label": "portal.io/resource-group",
         "gpu_resource": "nvidia.com/gpu", "gpu_type_label": "gpu-type", "vgpu_resources": "{}", "rdma_resource": "",
-        "operators": "[]", "volcano_queue": "default", "work_volume_claim": "",
+        "operators": "[]", "volcano_queue": "default", "placement": "spread", "pack_scheduler_name": "portal-binpack",
+        "work_volume_claim": "",
     }  # fmt: skip
     data.update(overrides)
     return {k: v for k, v in data.items() if v is not None}

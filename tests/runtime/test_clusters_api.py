@@ -116,12 +116,15 @@ def test_a_project_token_of_a_staff_member_reads_that_project_only_and_cannot_wr
 def test_staff_create_a_cluster_and_the_response_has_no_kubeconfig(staff):
     text = kubeconfig_yaml(token=TOKEN)
     response = user_client(staff).post(
-        CLUSTERS, {"name": "gpu", "kubeconfig": text, "operators": ["kserve"], "version": "1.37"}, format="json"
+        CLUSTERS,
+        {"name": "gpu", "kubeconfig": text, "operators": ["kserve"], "version": "1.37", "placement": "pack"},
+        format="json",
     )
 
     assert response.status_code == 201, response.content
     assert TOKEN not in response.content.decode()
     assert "kubeconfig" not in response.json()
+    assert (response.json()["placement"], response.json()["pack_scheduler_name"]) == ("pack", "portal-binpack")
     cluster = Cluster.objects.get(name="gpu")
     assert (cluster.kubeconfig, cluster.operators, cluster.version) == (text, ["kserve"], "1.37")
 

@@ -38,7 +38,7 @@ def form_data(**overrides) -> dict:
         "context": "", "version": "1.33", "default_namespace": "default", "node_selector": "{}",
         "resource_group_label": "portal.io/resource-group", "gpu_resource": "nvidia.com/gpu",
         "gpu_type_label": "gpu-type", "vgpu_resources": "{}", "rdma_resource": "", "volcano_queue": "default",
-        "work_volume_claim": "",
+        "placement": "spread", "pack_scheduler_name": "portal-binpack", "work_volume_claim": "",
     }  # fmt: skip
     data.update(overrides)
     return {k: v for k, v in data.items() if v is not None}
@@ -177,13 +177,15 @@ def test_anonymous_is_sent_to_login(db):
 
 def test_staff_create_a_cluster(staff):
     response = as_user(staff).post(
-        reverse("runtime:cluster-create"), form_data(operators=["kserve", "volcano"], node_selector='{"pool": "ml"}')
+        reverse("runtime:cluster-create"),
+        form_data(operators=["kserve", "volcano"], node_selector='{"pool": "ml"}', placement="pack"),
     )
     assert response.status_code == 302
     cluster = Cluster.objects.get(name="new-lab")
     assert response["Location"] == reverse("runtime:cluster-detail", kwargs={"name": "new-lab"})
     assert TOKEN in cluster.kubeconfig
     assert (cluster.operators, cluster.node_selector) == (["kserve", "volcano"], {"pool": "ml"})
+    assert cluster.scheduler_name == "portal-binpack"
 
 
 @pytest.mark.parametrize(

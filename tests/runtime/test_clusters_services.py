@@ -119,6 +119,16 @@ def test_save_cluster_collects_every_field_error_and_saves_nothing():
     assert not Cluster.objects.exists()
 
 
+def test_a_cluster_that_packs_names_a_valid_scheduler():
+    cluster = services.save_cluster(name="packed", kubeconfig=kubeconfig_yaml(), placement="pack")
+    assert (cluster.placement, cluster.scheduler_name) == ("pack", "portal-binpack")
+    with pytest.raises(ValidationError) as exc:
+        services.save_cluster(cluster, placement="best-fit", pack_scheduler_name="Bin Pack")
+    errors = field_errors(exc)
+    assert set(errors) == {"placement", "pack_scheduler_name"}
+    assert "A scheduler name is lower-case letters" in errors["pack_scheduler_name"][0]
+
+
 def test_operators_must_be_a_list():
     with pytest.raises(ValidationError) as exc:
         services.save_cluster(name="ops", kubeconfig=kubeconfig_yaml(), operators="kserve")

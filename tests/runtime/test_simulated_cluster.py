@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from apps.runtime.simulated.cluster import SimCluster
+from apps.runtime.simulated.cluster import FIRST_FIT, PACK, PLACEMENTS, SPREAD, SimCluster
 from apps.runtime.simulated.replay import Fifo, percentile, replay, summarise
 from apps.runtime.simulated.traces import Job, Trace, generate
 from apps.runtime.workload import Phase
@@ -35,6 +37,89 @@ def test_small_jobs_share_a_node_and_large_ones_take_whole_nodes():
     assert late.phase == Phase.RUNNING
     assert late.started_at == 50
     check_capacity(cluster)
+
+
+def partly_used(placement: str) -> SimCluster:
+    """Three nodes of 8 GPUs with 6, 3 and 8 free."""
+    cluster = SimCluster(nodes=3, gpus_per_node=8, placement=SPREAD)
+    cluster.submit("x", 2, 1, 0, 100)  # all nodes equal: the first
+    cluster.submit("y", 5, 1, 0, 100)  # nodes 1 and 2 equal: node 1
+    assert [n.free_gpus for n in cluster.nodes] == [6, 3, 8]
+    cluster.placement = placement
+    return cluster
+
+
+@pytest.mark.parametrize(
+    ("placement", "two", "four"),
+    [(FIRST_FIT, 0, 0), (PACK, 1, 0), (SPREAD, 2, 2)],
+)
+def test_each_placement_chooses_its_node(placement: str, two: int, four: int):
+    cluster = partly_used(placement)
+    assert cluster.submit("two", 2, 1, 0, 10).placement == [(two, 2, 1, 0)]
+    cluster = partly_used(placement)
+    # Pack: node 1 has 3 free, too few for 4; node 0 is then the fullest that fits.
+    assert cluster.submit("four", 4, 1, 0, 10).placement == [(four, 4, 1, 0)]
+
+
+def test_pack_breaks_ties_by_index_and_spread_too():
+    for placement in (PACK, SPREAD):
+        cluster = SimCluster(nodes=3, gpus_per_node=8, placement=placement)
+        assert cluster.submit("a", 1, 1, 0, 10).placement[0][0] == 0
+
+
+def test_a_gang_takes_whole_idle_nodes_under_every_placement():
+    for placement in PLACEMENTS:
+        cluster = partly_used(placement)
+        cluster.nodes.append(type(cluster.nodes[0])(8, 64, 1 << 40))
+        assert [p[0] for p in cluster.submit("gang", 16, 2, 0, 10).placement] == [2, 3]
+
+
+def test_an_unknown_placement_is_refused():
+    with pytest.raises(ValueError, match="unknown placement 'best-fit'; known: first-fit, pack, spread"):
+        SimCluster(nodes=1, placement="best-fit")
+
+
+def test_pack_leaves_whole_nodes_for_a_gang_that_spread_blocks():
+    outcomes = {}
+    for placement in (PACK, SPREAD):
+        cluster = SimCluster(nodes=4, gpus_per_node=8, placement=placement)
+        for i in range(8):
+            cluster.submit(f"one-{i}", 1, 1, 0, 100)
+        gang = cluster.submit("gang", 16, 2, 0, 10)
+        outcomes[placement] = (sum(n.idle for n in cluster.nodes), gang.phase)
+    assert outcomes[PACK] == (1, Phase.RUNNING)  # 8 one-GPU jobs on node 0, the gang on nodes 1 and 2
+    assert outcomes[SPREAD] == (0, Phase.PENDING)  # two on each node: no node is whole
+
+
+def idle_nodes_over(placement: str, seed: int = 3) -> list[int]:
+    """The same random sequence of 1-, 2- and 4-GPU jobs (arrivals and ends) on 6 × 8 GPUs: idle nodes after each."""
+    rng = random.Random(seed)
+    cluster = SimCluster(nodes=6, gpus_per_node=8, placement=placement)
+    cluster.on_change = check_capacity
+    idle = []
+    for i in range(300):
+        arrival = cluster.now + rng.expovariate(1 / 60)
+        while cluster.next_end() is not None and cluster.next_end() <= arrival:
+            cluster.finish_next()
+        cluster.advance_to(arrival)
+        cluster.submit(f"j{i}", rng.choice((1, 1, 1, 2, 4)), 1, 0, rng.uniform(300, 1800))
+        idle.append(sum(n.idle for n in cluster.nodes))
+    return idle
+
+
+def test_pack_keeps_more_whole_nodes_idle_than_spread_on_the_same_sequence():
+    pack, spread = idle_nodes_over(PACK), idle_nodes_over(SPREAD)
+    assert sum(pack) > 3 * sum(spread)  # 336 against 19 (idle nodes summed over the 300 arrivals)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_no_placement_exceeds_capacity_on_a_generated_trace(placement: str):
+    trace = generate(jobs=150, gpus=32, load=1.5, seed=4)
+    cluster = SimCluster(nodes=4, gpus_per_node=8, placement=placement)
+    cluster.on_change = check_capacity
+    outcome = replay(trace, cluster, Fifo(cluster))
+    assert outcome.unfinished == 0
+    assert cluster.peak_busy_gpus <= cluster.total_gpus
 
 
 def test_the_clock_integrates_busy_gpus():

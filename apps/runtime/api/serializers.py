@@ -49,8 +49,8 @@ class ClusterSerializer(StrictModelSerializer):
         fields = [
             "name", "description", "enabled", "in_cluster", "kubeconfig", "has_kubeconfig", "context", "version",
             "default_namespace", "operators", "node_selector", "resource_group_label", "gpu_resource",
-            "gpu_type_label", "vgpu_resources", "rdma_resource", "volcano_queue", "priority_classes",
-            "work_volume_claim", "summary",
+            "gpu_type_label", "vgpu_resources", "rdma_resource", "volcano_queue", "priority_classes", "placement",
+            "pack_scheduler_name", "work_volume_claim", "summary",
             "inventory", "inventory_at", "created_at",
         ]  # fmt: skip
         read_only_fields = ["inventory", "inventory_at", "created_at"]

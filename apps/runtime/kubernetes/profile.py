@@ -20,6 +20,7 @@ class ClusterProfile:
     rdma_resource: str = ""  # e.g. "rdma/hca"; empty = no RDMA
     volcano_queue: str = "default"
     priority_classes: bool = False  # the portal's PriorityClasses are installed (apps/runtime/priority.py)
+    scheduler_name: str = ""  # pods' spec.schedulerName (a bin-packing profile); empty = the default scheduler
     ttl_seconds_after_finished: int = 3600
     # A ReadWriteMany claim mounted at `work_dir` in every pod, so that a task's PORTAL_OUTPUT_DIR and its
     # PORTAL_INPUT_<NODE> paths mean the same on the cluster as in the portal; empty = no shared folder.
@@ -41,6 +42,7 @@ class ClusterProfile:
             rdma_resource=cluster.rdma_resource,
             volcano_queue=cluster.volcano_queue,
             priority_classes=cluster.priority_classes,
+            scheduler_name=cluster.scheduler_name,
             work_claim=cluster.work_volume_claim,
             work_dir=str(settings.PORTAL_WORK_DIR),
         )

@@ -2,11 +2,21 @@
 workloads (`SimulatedRuntime`, the third implementation of apps/runtime/base.py's interface).
 
 A workload submitted to the runtime starts at once when some placement fits it: a job of at most G GPUs on one node
-(the first with room), a larger one on GPUs/G whole nodes, all or nothing. One that fits nowhere stays pending in
-the runtime, as a pod the Kubernetes scheduler cannot bind does, and starts (in submission order, any that fits)
-when a completion frees room. It runs for the duration its trace job gives and then succeeds. A workload is never
-placed on the nodes its `avoid_nodes` names (the queue keeps them for a reservation), and `capacity()` names each
-node ("node-0", …) and the tasks holding room on it, as a cluster's inventory does.
+(which one: the cluster's placement strategy, below), a larger one on GPUs/G whole idle nodes, all or nothing. One
+that fits nowhere stays pending in the runtime, as a pod the Kubernetes scheduler cannot bind does, and starts (in
+submission order, any that fits) when a completion frees room. It runs for the duration its trace job gives and then
+succeeds. A workload is never placed on the nodes its `avoid_nodes` names (the queue keeps them for a reservation),
+and `capacity()` names each node ("node-0", …) and the tasks holding room on it, as a cluster's inventory does.
+
+Placement strategies, for workloads that fit on one node (`SimCluster(..., placement=...)`):
+
+- "first-fit" (FIRST_FIT, the default): the first node, by index, with room for it;
+- "pack" (PACK, best fit): the node with room that has the fewest free GPUs (left after placing it), ties by index,
+  so that partly used nodes fill up and whole nodes stay idle;
+- "spread" (SPREAD, worst fit): the node with room that has the most free GPUs, ties by index — what Kubernetes'
+  default scheduler does (NodeResourcesFit, LeastAllocated).
+
+A multi-node gang takes the first whole idle nodes by index under every strategy.
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ from apps.runtime.workload import Capacity, NodeRoom, Phase, Status, Workload, d
 from portal.lib.resources import Resources
 
 NAME = "simulated"
+FIRST_FIT, PACK, SPREAD = "first-fit", "pack", "spread"
+PLACEMENTS = (FIRST_FIT, PACK, SPREAD)
 
 
 @dataclass
@@ -70,11 +82,23 @@ class SimWorkload:
 
 class SimCluster:
     """Nodes, a virtual clock (`now`, seconds) and the workloads on them. `duration_of(workload)` tells how long a
-    workload submitted through the runtime runs (the replay looks it up in its trace)."""
+    workload submitted through the runtime runs (the replay looks it up in its trace). `placement` chooses the node
+    of a workload that fits on one (FIRST_FIT, PACK, SPREAD: the module's docstring); a multi-node gang always takes
+    whole idle nodes."""
 
-    def __init__(self, nodes: int, gpus_per_node: int = 8, cpus_per_node: float = 64, memory_per_node: int = 1 << 40):
+    def __init__(
+        self,
+        nodes: int,
+        gpus_per_node: int = 8,
+        cpus_per_node: float = 64,
+        memory_per_node: int = 1 << 40,
+        placement: str = FIRST_FIT,
+    ):
         if nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster has at least one node with at least one GPU")
+        if placement not in PLACEMENTS:
+            raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+        self.placement = placement
         self.gpus_per_node = gpus_per_node
         self.nodes = [Node(gpus_per_node, cpus_per_node, memory_per_node, name=f"node-{i}") for i in range(nodes)]
         self.node_index = {node.name: i for i, node in enumerate(self.nodes)}
@@ -175,10 +199,14 @@ class SimCluster:
     ) -> list[tuple[int, int, float, int]] | None:
         g = self.gpus_per_node
         if gpus <= g:
-            for i, node in enumerate(self.nodes):
-                if i not in avoid and node.fits(gpus, cpus, memory):
-                    return [(i, gpus, cpus, memory)]
-            return None
+            fitting = (i for i, node in enumerate(self.nodes) if i not in avoid and node.fits(gpus, cpus, memory))
+            if self.placement == PACK:
+                chosen = min(fitting, key=lambda i: (self.nodes[i].free_gpus, i), default=None)
+            elif self.placement == SPREAD:
+                chosen = min(fitting, key=lambda i: (-self.nodes[i].free_gpus, i), default=None)
+            else:
+                chosen = next(fitting, None)
+            return None if chosen is None else [(chosen, gpus, cpus, memory)]
         # A multi-node job: whole idle nodes, its CPU and memory split evenly over them (all replicas or none).
         count = math.ceil(gpus / g)
         idle = [i for i, node in enumerate(self.nodes) if node.idle and i not in avoid]

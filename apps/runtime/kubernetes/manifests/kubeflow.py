@@ -129,13 +129,19 @@ def run_policy(workload: Workload, profile: ClusterProfile, total: int) -> dict[
     if workload.timeout:
         policy["activeDeadlineSeconds"] = int(workload.timeout)
     policy["backoffLimit"] = workload.retries
-    if Operator.VOLCANO in profile.operators:
+    if gangs_on_volcano(profile):
         # Gang scheduling, when the operator runs with --gang-scheduler-name=volcano: all replicas or none, so
         # two half-scheduled jobs never wait on each other's GPUs.
         policy["schedulingPolicy"] = {"minAvailable": total, "queue": profile.volcano_queue}
         if name := priority_class_of(workload, profile):
             policy["schedulingPolicy"]["priorityClass"] = name  # the PodGroup's, as a Volcano Job's
     return policy
+
+
+def gangs_on_volcano(profile: ClusterProfile) -> bool:
+    """The training operator hands its jobs' gangs to Volcano (run with --gang-scheduler-name=volcano where Volcano
+    is installed): Volcano then schedules the pods, and a pod naming another scheduler would leave the gang."""
+    return Operator.VOLCANO in profile.operators
 
 
 def slots_per_worker(workload: Workload) -> int:
@@ -159,6 +165,7 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
     if torchrun_procs > 1:
         command = strategies.launch_command(command, torchrun_procs)
     specs: dict[str, Any] = {}
+    by_volcano = gangs_on_volcano(profile)
     for replica_type, count in counts.items():
         role = replica_type.lower()
         if flavour is _MPI and replica_type == "Launcher":
@@ -166,12 +173,13 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
             mpirun = ["mpirun", "--allow-run-as-root", "-np", str(np), "-bind-to", "none", "-map-by", "slot"]
             template = pod_template(
                 workload, profile, role=role, container=flavour.container, restart_policy=restart,
-                command=[*mpirun, *command], accelerators=False,
+                command=[*mpirun, *command], accelerators=False, by_volcano=by_volcano,
             )  # fmt: skip
         else:
             template = pod_template(
                 workload, profile, role=role, container=flavour.container, restart_policy=restart,
                 command=None if flavour is _MPI else command, ports={flavour.port_name: flavour.port},
+                by_volcano=by_volcano,
             )  # fmt: skip
         specs[replica_type] = {"replicas": count, "restartPolicy": restart, "template": template}
     spec: dict[str, Any] = {}

@@ -153,9 +153,16 @@ def volumes_of(workload: Workload, profile: ClusterProfile) -> tuple[list[dict[s
     return volumes, mounts
 
 
-def scheduling_of(workload: Workload, profile: ClusterProfile, accelerators: bool = True) -> dict[str, Any]:
-    """The pod-level fields that place the pod and let it pull its image."""
+def scheduling_of(
+    workload: Workload, profile: ClusterProfile, accelerators: bool = True, *, by_volcano: bool = False
+) -> dict[str, Any]:
+    """The pod-level fields that place the pod and let it pull its image. `by_volcano`: Volcano schedules the pod
+    (see `pod_template`), so it names no scheduler of the cluster's."""
     spec: dict[str, Any] = {}
+    if profile.scheduler_name and not by_volcano:
+        # The cluster asks for packing (Cluster.placement): a scheduler profile that fills partly used nodes first
+        # (k8s/scheduler/). Every kind's pods pass here, so all of them are placed alike.
+        spec["schedulerName"] = profile.scheduler_name
     selector = node_selector_of(workload, profile, accelerators)
     if selector:
         spec["nodeSelector"] = selector
@@ -245,9 +252,13 @@ def pod_template(
     ports: dict[str, int] | None = None,
     accelerators: bool = True,
     probe: dict[str, Any] | None = None,
+    by_volcano: bool = False,
 ) -> dict[str, Any]:
     """A PodTemplateSpec for one role of the workload. `accelerators` False leaves out GPUs, vGPU shares and RDMA
-    (an MPI launcher only runs mpirun)."""
+    (an MPI launcher only runs mpirun). `by_volcano`: the pod is Volcano's to schedule — a Volcano job's (its
+    controller gives the pods the job's schedulerName, "volcano", only when they name none), or a Kubeflow job's
+    whose operator hands its gangs to Volcano (it leaves a pod that names another scheduler out of the gang) — so
+    it names no scheduler even on a cluster that asks for packing; Volcano packs with its binpack plugin."""
     volumes, mounts = volumes_of(workload, profile)
     main = container_of(
         workload, profile, name=container, command=command, ports=ports, accelerators=accelerators, mounts=mounts
@@ -263,6 +274,6 @@ def pod_template(
     }
     if volumes:
         spec["volumes"] = volumes
-    spec.update(scheduling_of(workload, profile, accelerators))
+    spec.update(scheduling_of(workload, profile, accelerators, by_volcano=by_volcano))
     annotations = {**workload_annotations(workload), ANNOTATION_DEFAULT_CONTAINER: container}
     return {"metadata": {"labels": workload_labels(workload, role), "annotations": annotations}, "spec": spec}

@@ -68,7 +68,7 @@ def pod_of(workload: Workload, profile: ClusterProfile, role: str, mounts: list[
     if mounts:
         pod["volumeMounts"] = mounts
     scheduling = scheduling_of(workload, profile, accelerators=False)
-    for key in ("nodeSelector", "tolerations", "affinity"):
+    for key in ("nodeSelector", "tolerations", "affinity", "schedulerName"):
         if scheduling.get(key):
             pod[key] = scheduling[key]
     return pod

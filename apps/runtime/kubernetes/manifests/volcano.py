@@ -49,8 +49,9 @@ def build(workload: Workload, profile: ClusterProfile) -> list[dict[str, Any]]:
     task_specs = []
     for name, count in tasks.items():
         template = pod_template(
-            workload, profile, role=name, container=CONTAINER, restart_policy="Never", command=command_of(workload)
-        )
+            workload, profile, role=name, container=CONTAINER, restart_policy="Never", command=command_of(workload),
+            by_volcano=True,
+        )  # fmt: skip
         if workload.timeout:
             template["spec"]["activeDeadlineSeconds"] = int(workload.timeout)
         task: dict[str, Any] = {"name": name, "replicas": count, "template": template}
