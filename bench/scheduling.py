@@ -4,8 +4,8 @@ policy (apps/jobs/simulation.py, apps/jobs/queue_policy.py), under each placemen
 (first-fit, pack, spread: apps/runtime/simulated/cluster.py), then what one dispatch pass costs as the cluster and
 the queue grow. docs/scheduling.md.
 
-    .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 600] [--load 1.1] [--teams 8] [--seed 1]
-        [--trace FILE.csv] [--policies greedy,backfill,greedy+borrow] [--placements first-fit,pack,spread]
+    .venv/bin/python bench/scheduling.py [--small] [--gpus 64] [--jobs 2500] [--load 1.8] [--teams 8] [--seed 1]
+        [--trace FILE.csv] [--policies greedy,backfill,backfill+age] [--placements first-fit,pack,spread]
         [--cost-gpus 64,512] [--cost-queued 1000,10000] [--cost-policies greedy] [--cost-only]
     (PostgreSQL and Redis on 127.0.0.1; BENCH_DATABASE_URL / BENCH_REDIS_URL override;
      BENCH_DATABASE_URL=sqlite:///… for SQLite)
@@ -34,15 +34,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="a quick run: 32 GPUs, 150 jobs, small cost sizes")
     parser.add_argument("--gpus", type=int, default=64, help="GPUs of the replay's cluster (8 per node)")
-    parser.add_argument("--jobs", type=int, default=600)
-    parser.add_argument("--load", type=float, default=1.1, help="GPU time asked for / GPU time the cluster has")
+    parser.add_argument("--jobs", type=int, default=2500, help="2,500 at --load 1.8: about 8.6 days of trace")
+    parser.add_argument("--load", type=float, default=1.8, help="GPU time asked for / GPU time the cluster has")
     parser.add_argument("--teams", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace", help="replay this CSV trace instead of a generated one (quotas: none)")
     parser.add_argument(
         "--policies",
-        default="greedy,backfill,greedy+borrow",
-        help="queue policies replayed (PORTAL_QUEUE_POLICY; +borrow: with PORTAL_QUEUE_BORROWING)",
+        default="greedy,backfill,backfill+age",
+        help="queue policies replayed (PORTAL_QUEUE_POLICY greedy or backfill; +age: backfill without fair share, "
+        "PORTAL_QUEUE_FAIR_SHARE off; +borrow: with PORTAL_QUEUE_BORROWING)",
     )
     parser.add_argument(
         "--placements",
@@ -77,7 +78,7 @@ def replays(args: argparse.Namespace, owner) -> None:
 
     from apps.jobs.simulation import replay_portal
     from apps.runtime.simulated.cluster import SimCluster
-    from apps.runtime.simulated.replay import Fifo, replay, summarise
+    from apps.runtime.simulated.replay import AnyFit, Fifo, one_pool, replay, summarise
     from apps.runtime.simulated.traces import SIZE_BUCKETS, generate, load_csv
 
     if args.trace:
@@ -88,7 +89,9 @@ def replays(args: argparse.Namespace, owner) -> None:
     placements = args.placements.split(",")
     # With several placements each row says its own: "greedy + borrowing [spread]".
     tag = {p: f" [{p}]" if len(placements) > 1 else "" for p in placements}
-    summaries, deciders = [], []
+    # The reference first: what a queue that never preempts could keep busy at most (no nodes, no quotas).
+    pool = one_pool(SimCluster(nodes, 8))
+    summaries, deciders = [summarise(replay(trace, pool, AnyFit(pool)))], []
     for placement in placements:
         fifo_cluster = SimCluster(nodes, 8, placement=placement)
         summaries.append(summarise(replay(trace, fifo_cluster, Fifo(fifo_cluster))))

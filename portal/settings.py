@@ -274,6 +274,9 @@ PORTAL_QUEUE_POLICY = envstr("PORTAL_QUEUE_POLICY", "greedy")
 # Aging: a waiting task's priority rises one level per this many seconds waited (0: never), by at most _MAX levels.
 PORTAL_QUEUE_AGING_SECONDS = envint("PORTAL_QUEUE_AGING_SECONDS", 3600)
 PORTAL_QUEUE_AGING_MAX = envint("PORTAL_QUEUE_AGING_MAX", 3)
+# Fair share under "backfill": among equal (aged) priorities, the project holding the least of its quota goes first;
+# False: the oldest task goes first (a steadier head of the queue: docs/scheduling.md, "Node-level reservations").
+PORTAL_QUEUE_FAIR_SHARE = envbool("PORTAL_QUEUE_FAIR_SHARE", True)
 # How long a task without a timeout is expected to run, for reservations (seconds).
 PORTAL_QUEUE_DEFAULT_ESTIMATE = envint("PORTAL_QUEUE_DEFAULT_ESTIMATE", 24 * 3600)
 # Borrowing (apps/jobs/borrowing.py): tasks of preemptible templates may run above their project's quota on room no

@@ -25,6 +25,8 @@ def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         )
     if not isinstance(getattr(settings, "PORTAL_QUEUE_BORROWING", False), bool):
         errors.append(Error("PORTAL_QUEUE_BORROWING must be True or False.", id="jobs.E003"))
+    if not isinstance(getattr(settings, "PORTAL_QUEUE_FAIR_SHARE", True), bool):
+        errors.append(Error("PORTAL_QUEUE_FAIR_SHARE must be True or False.", id="jobs.E004"))
     # name → the least value that makes sense: aging every 0 s means "never", an estimate must be a positive time.
     for name, least in (
         ("PORTAL_QUEUE_AGING_SECONDS", 0),

@@ -4,7 +4,8 @@ the head of the queue. `PORTAL_QUEUE_POLICY` chooses:
 - "backfill": order by effective priority — the run's priority raised by one level per
   `PORTAL_QUEUE_AGING_SECONDS` waited, at most `PORTAL_QUEUE_AGING_MAX` levels (aging: no task waits forever behind a
   stream of higher-priority ones) — then by the project's dominant share of its quota (fair share: among equal
-  priorities, the project holding the least of its quota goes first), then by age. The first task that cannot start
+  priorities, the project holding the least of its quota goes first; `PORTAL_QUEUE_FAIR_SHARE = False` leaves it
+  out), then by age. The first task that cannot start
   for want of room gets a reservation: the earliest time its pool will have room for it, from the running tasks'
   declared ends (their timeouts; `PORTAL_QUEUE_DEFAULT_ESTIMATE` seconds for one without). A task behind it may
   start only if it does not delay that time: it ends before it (by its own timeout), or it fits in what is left at
@@ -66,7 +67,8 @@ def order_key(task: Any, now: datetime, held: dict[int, Resources]) -> tuple:
     """Sort key of a waiting task (its `run` with `project`, `quota` loaded) under the backfill policy."""
     run = task.run
     waited = (now - task.created_at).total_seconds()
-    share = dominant_share(run.project, held.get(run.project_id, Resources.none()))
+    fair = getattr(settings, "PORTAL_QUEUE_FAIR_SHARE", True)
+    share = dominant_share(run.project, held.get(run.project_id, Resources.none())) if fair else 0.0
     return (-effective_priority(run.priority, waited), share, task.created_at, task.pk)
 
 

@@ -45,15 +45,22 @@ LABELS = {
     "backfill": "portal dispatcher (backfill)",
     "greedy+borrow": "greedy + borrowing",
     "backfill+borrow": "backfill + borrowing",
+    "backfill+age": "backfill, by age (no fair share)",
+    "backfill+age+borrow": "backfill by age + borrowing",
 }
 
 
 def policy_settings(policy: str) -> dict[str, Any]:
-    """The settings a replay's policy name stands for: a queue policy, "+borrow" for PORTAL_QUEUE_BORROWING."""
-    name, _plus, extra = policy.partition("+")
-    if extra not in ("", "borrow"):
+    """The settings a replay's policy name stands for: a queue policy, then "+age" for PORTAL_QUEUE_FAIR_SHARE off
+    (backfill's order by age among equal priorities), "+borrow" for PORTAL_QUEUE_BORROWING."""
+    if policy not in LABELS:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(LABELS)}")
-    return {"PORTAL_QUEUE_POLICY": name, "PORTAL_QUEUE_BORROWING": extra == "borrow"}
+    name, *extras = policy.split("+")
+    return {
+        "PORTAL_QUEUE_POLICY": name,
+        "PORTAL_QUEUE_BORROWING": "borrow" in extras,
+        "PORTAL_QUEUE_FAIR_SHARE": "age" not in extras,
+    }
 
 
 @contextlib.contextmanager

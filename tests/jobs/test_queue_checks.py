@@ -50,3 +50,10 @@ def test_aging_may_be_switched_off(settings):
     settings.PORTAL_QUEUE_AGING_SECONDS = 0
     settings.PORTAL_QUEUE_AGING_MAX = 0
     assert queue_errors() == []
+
+
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_fair_share_is_true_or_false(settings, value):
+    settings.PORTAL_QUEUE_FAIR_SHARE = value
+    [error] = queue_errors()
+    assert (error.id, error.msg) == ("jobs.E004", "PORTAL_QUEUE_FAIR_SHARE must be True or False.")

@@ -115,6 +115,32 @@ def test_among_equal_priorities_the_project_holding_less_of_its_quota_goes_first
     assert (greedy[3], greedy[4]) == (120, 180)
 
 
+def test_without_fair_share_the_older_task_goes_first_among_equal_priorities(owner):
+    # The trace of the test above: b holds none of its quota, but job 3 (a) is older than job 4 (b). ("+age" is
+    # PORTAL_QUEUE_FAIR_SHARE = False.)
+    jobs = [
+        Job(1, 0, "a", 4, 1, 0, 1200),
+        Job(2, 0, "b", 4, 1, 0, 120),
+        Job(3, 1, "a", 4, 1, 0, 60),
+        Job(4, 2, "b", 4, 1, 0, 60),
+    ]
+    started = one_node(Trace(jobs, {"a": 8, "b": 8}), owner, policy="backfill+age")
+    assert (started[3], started[4]) == (120, 180)
+
+
+def test_a_replays_policy_names_its_settings():
+    from apps.jobs.simulation import policy_settings
+
+    assert policy_settings("backfill+age+borrow") == {
+        "PORTAL_QUEUE_POLICY": "backfill",
+        "PORTAL_QUEUE_BORROWING": True,
+        "PORTAL_QUEUE_FAIR_SHARE": False,
+    }
+    assert policy_settings("greedy")["PORTAL_QUEUE_FAIR_SHARE"] is True
+    with pytest.raises(ValueError, match="unknown policy 'backfill\\+fast'"):
+        policy_settings("backfill+fast")
+
+
 def test_the_queue_stays_greedy_unless_backfill_is_chosen(settings):
     from apps.jobs.queue_policy import current
 

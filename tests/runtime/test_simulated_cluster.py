@@ -8,7 +8,7 @@ import random
 import pytest
 
 from apps.runtime.simulated.cluster import FIRST_FIT, PACK, PLACEMENTS, SPREAD, SimCluster
-from apps.runtime.simulated.replay import Fifo, percentile, replay, summarise
+from apps.runtime.simulated.replay import AnyFit, Fifo, one_pool, percentile, replay, summarise
 from apps.runtime.simulated.traces import Job, Trace, generate
 from apps.runtime.workload import Phase
 
@@ -146,6 +146,26 @@ def test_fifo_blocks_behind_the_head_job():
     # Job 3 would fit beside job 1, but job 2 is ahead of it: strict order.
     assert outcome.started == {1: 0, 2: 100, 3: 100}
     assert outcome.ended == {1: 100, 2: 110, 3: 110}
+
+
+def test_the_any_fit_bound_lets_whatever_fits_pass_and_one_pool_has_no_fragments():
+    trace = Trace(
+        [Job(1, 0, "a", 6, 1, 0, 100), Job(2, 1, "a", 4, 1, 0, 10), Job(3, 2, "a", 1, 1, 0, 10)],
+        {"a": None},
+    )
+    cluster = SimCluster(nodes=1, gpus_per_node=8)
+    assert replay(trace, cluster, AnyFit(cluster)).started == {1: 0, 2: 100, 3: 2}  # job 3 passes job 2
+    # Two nodes with 3 GPUs free each cannot take a 4-GPU job; one pool of their sum can.
+    nodes = SimCluster(nodes=2, gpus_per_node=6, cpus_per_node=8, memory_per_node=100)
+    pool = one_pool(nodes)
+    assert (len(pool.nodes), pool.total_gpus, pool.total.cpu, pool.total.memory) == (1, 12, 16, 200)
+    # 3 + 3 GPUs held on two nodes of 4: 2 GPUs free, one on each node. A 2-GPU job waits on the nodes, not in one
+    # pool of their sum.
+    fragments = Trace([Job(1, 0, "a", 3, 1, 0, 50), Job(2, 0, "a", 3, 1, 0, 50), Job(3, 1, "a", 2, 1, 0, 10)], {})
+    nodes = SimCluster(nodes=2, gpus_per_node=4)
+    assert replay(fragments, nodes, AnyFit(nodes)).started[3] == 50
+    pooled = one_pool(SimCluster(nodes=2, gpus_per_node=4))
+    assert replay(fragments, pooled, AnyFit(pooled)).started[3] == 1
 
 
 def test_fifo_replays_a_generated_trace_within_capacity():

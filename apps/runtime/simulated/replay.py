@@ -50,6 +50,41 @@ class Fifo:
             self.cluster.submit(f"fifo-{job.id}", job.gpus, job.cpus, job.memory, job.duration, key=str(job.id))
 
 
+class AnyFit:
+    """A reference, not a policy to run: every waiting job that fits starts, oldest first (no quotas, no priorities,
+    no reservations). Replayed on one pool of all the GPUs (`one_pool`: no nodes to fragment the room) it is about
+    the most GPU time a queue that never preempts could keep busy on a trace: what is left idle then is idle because
+    nothing that fits was waiting."""
+
+    label = "any fit, one pool, no quotas (bound)"
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.queue: list[Job] = []
+
+    def submit(self, job: Job) -> None:
+        self.queue.append(job)
+        self._drain()
+
+    def ended(self, workload: SimWorkload) -> None:
+        self._drain()
+
+    def _drain(self) -> None:
+        waiting = []
+        for job in self.queue:
+            if self.cluster.can_place(job.gpus, job.cpus, job.memory):
+                self.cluster.submit(f"any-{job.id}", job.gpus, job.cpus, job.memory, job.duration, key=str(job.id))
+            else:
+                waiting.append(job)
+        self.queue = waiting
+
+
+def one_pool(cluster: SimCluster) -> SimCluster:
+    """A cluster of one node with all of `cluster`'s GPUs, cores and memory."""
+    total = cluster.total
+    return SimCluster(1, cluster.total_gpus, cpus_per_node=total.cpu, memory_per_node=int(total.memory))
+
+
 @dataclass
 class Outcome:
     """What happened to the jobs of one replay (times in virtual seconds) and what it cost (wall seconds)."""
