@@ -175,7 +175,7 @@ def dispatch(
             if borrowing is not None and pool is None:
                 if short_of == "quota" and borrowing.may_borrow(task, pools):
                     borrowing.borrowers.append(task)  # tried once every task within its quota has been
-                elif short_of == "room" and (first := pools.of(task.run.project)):
+                elif short_of == "room" and (first := pools.of(task.run.project)) and _may_claim(plan, first[0], task):
                     reason += borrowing.claim(task, first[0], need, pools)
             if pool is None:
                 if task.waiting_reason != reason:
@@ -318,6 +318,16 @@ def _reserve_room(plan: queue_policy.Backfill, pools: Pools, pool: Pool, task: T
         if plan.reserve_nodes(queue_policy.nodes_scope(pool), task, replica, task.replicas, nodes, ends):
             return
     plan.reserve(pool.runtime, task, need, free, whole_nodes=_spans_nodes(task, pools, pool))
+
+
+def _may_claim(plan: queue_policy.Backfill | None, pool: Pool, task: TaskRun) -> bool:
+    """Whether a task short of room may have borrowed tasks preempted for it: under "greedy" any task; under
+    "backfill" only the head, the one holding the pool's reservation (room freed for another would go to it, and at
+    saturation every waiting task would preempt every borrowed one)."""
+    if plan is None:
+        return True
+    held = plan.reserved.get(queue_policy.nodes_scope(pool)) or plan.reserved.get(pool.runtime)
+    return held is not None and held.task is task
 
 
 @dataclass

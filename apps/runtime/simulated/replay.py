@@ -50,7 +50,7 @@ class Fifo:
             self.cluster.submit(f"fifo-{job.id}", job.gpus, job.cpus, job.memory, job.duration, key=str(job.id))
 
 
-class AnyFit:
+class AnyFit(Fifo):
     """A reference, not a policy to run: every waiting job that fits starts, oldest first (no quotas, no priorities,
     no reservations). Replayed on one pool of all the GPUs (`one_pool`: no nodes to fragment the room) it is about
     the most GPU time a queue that never preempts could keep busy on a trace: what is left idle then is idle because
@@ -58,19 +58,8 @@ class AnyFit:
 
     label = "any fit, one pool, no quotas (bound)"
 
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
-        self.queue: list[Job] = []
-
-    def submit(self, job: Job) -> None:
-        self.queue.append(job)
-        self._drain()
-
-    def ended(self, workload: SimWorkload) -> None:
-        self._drain()
-
     def _drain(self) -> None:
-        waiting = []
+        waiting: deque[Job] = deque()
         for job in self.queue:
             if self.cluster.can_place(job.gpus, job.cpus, job.memory):
                 self.cluster.submit(f"any-{job.id}", job.gpus, job.cpus, job.memory, job.duration, key=str(job.id))

@@ -210,3 +210,22 @@ SAMPLES: dict[str, Callable[[], Workload]] = {
     "service-kserve-raw": lambda: sample_service("kserve-raw"),
     "notebook": sample_notebook,
 }
+
+
+def dicts_with(obj: object, key: str) -> list[dict]:
+    """Every mapping in `obj` (manifests: nested dicts and lists) that has `key`, depth first: e.g. every pod spec
+    ("containers"), or every place that places pods ("nodeSelector")."""
+    found = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if key in node:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(obj)
+    return found

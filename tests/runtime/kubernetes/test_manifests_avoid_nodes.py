@@ -17,6 +17,7 @@ from apps.runtime.kubernetes.validation import validate_all
 from apps.runtime.workload import Workload
 from tests.runtime.kubernetes.samples import (
     SAMPLES,
+    dicts_with,
     sample_distributed,
     sample_gpu_job,
     sample_job,
@@ -60,20 +61,7 @@ def avoiding(workload: Workload, *names: str) -> Workload:
 def placements(obj: object) -> list[dict]:
     """Every place in the objects that places pods: each pod spec (of every kind: a template's, a Spark driver's or
     executor's, a KServe predictor's) carries the sample cluster's node selector beside its affinity."""
-    found = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            if "nodeSelector" in node:
-                found.append(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(obj)
-    return found
+    return dicts_with(obj, "nodeSelector")
 
 
 @pytest.mark.parametrize("case", sorted(SAMPLES))

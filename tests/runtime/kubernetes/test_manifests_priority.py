@@ -14,27 +14,14 @@ from django.conf import settings
 from apps.runtime import priority
 from apps.runtime.kubernetes.manifests import build
 from apps.runtime.kubernetes.validation import validate_all
-from tests.runtime.kubernetes.samples import sample_distributed, sample_job, sample_profile
+from tests.runtime.kubernetes.samples import dicts_with, sample_distributed, sample_job, sample_profile
 
 WITH_CLASSES = sample_profile(priority_classes=True)
 SHIPPED = Path(settings.BASE_DIR) / "k8s" / "priorityclasses" / "priorityclasses.yaml"
 
 
 def pod_specs(obj: dict) -> list[dict]:
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "containers" in node:
-                found.append(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(obj)
-    return found
+    return dicts_with(obj, "containers")
 
 
 @pytest.mark.parametrize(("run_priority", "name"), [(0, "portal-priority-0"), (3, "portal-priority-3")])
