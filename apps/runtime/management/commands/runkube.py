@@ -5,6 +5,7 @@ be long-lived — watch streams and log follows; applying, deleting and inventor
 from __future__ import annotations
 
 import signal
+import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -19,14 +20,22 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        controller = Controller()
+        # The handlers go in before the controller registers (its Agent row is what says it is up): a SIGTERM sent
+        # as soon as it shows must stop it cleanly too, not kill it with the default action.
+        requested = threading.Event()
+        controller: Controller | None = None
 
         def stop(signum: int, frame: object) -> None:
-            controller.stopping.set()
-            controller.wake()
+            requested.set()
+            if controller is not None:
+                controller.stopping.set()
+                controller.wake()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        controller = Controller()
+        if requested.is_set():
+            controller.stopping.set()
         self.stdout.write(f"controller {controller.agent.pk} ready on {controller.agent.address}")
         self.stdout.flush()
         controller.run_forever()
