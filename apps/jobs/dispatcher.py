@@ -164,14 +164,9 @@ def dispatch(
                     plan.reserve(quota, task, need, project.quota.limits - per_project[project.pk], now_too=True)
                 elif pool is not None:
                     seconds = timeouts.of(task)
-                    kept = _nodes_kept(plan, pools, pool, task, seconds)
-                    if kept is not None and kept.placed is None:
-                        reason, pool = kept.reservation.waiting, None
-                    elif holder := plan.blocker([pool.runtime, quota], need, seconds):
+                    holder, placed = _beside_reservations(plan, pools, pool, task, need, [pool.runtime, quota], seconds)
+                    if holder is not None:
                         reason, pool = holder.waiting, None
-                    else:
-                        plan.started([pool.runtime, quota], need, seconds)
-                        placed = _keep_off(task, kept)
             if borrowing is not None and pool is None:
                 if short_of == "quota" and borrowing.may_borrow(task, pools):
                     borrowing.borrowers.append(task)  # tried once every task within its quota has been
@@ -204,12 +199,9 @@ def dispatch(
             if plan is not None:
                 # Nor room reserved for the head: a claimant that preempted for room, then found it reserved, would
                 # see its victims borrow that room back, and preempt them again, without end.
-                seconds = timeouts.of(task)
-                kept = _nodes_kept(plan, pools, pool, task, seconds)
-                if (kept is not None and kept.placed is None) or plan.blocker([pool.runtime], need, seconds):
+                holder, placed = _beside_reservations(plan, pools, pool, task, need, [pool.runtime], timeouts.of(task))
+                if holder is not None:
                     continue
-                plan.started([pool.runtime], need, seconds)
-                placed = _keep_off(task, kept)
             task.borrowed = True
             chosen.append((task, pool))
             changed[task.run_id][task.node] = task
@@ -357,11 +349,21 @@ def _nodes_kept(plan: queue_policy.Backfill, pools: Pools, pool: Pool, task: Tas
     return _Kept(reservation, pools.placement(pool, replica, task.replicas, limit=reservation.spare))
 
 
-def _keep_off(task: TaskRun, kept: _Kept | None) -> list[tuple[int, Resources]] | None:
-    """A task starts beside a reservation of nodes: where it goes (for the pass's accounting), and the nodes it must
-    keep off, for its workload (`Workload.avoid_nodes`)."""
+def _beside_reservations(
+    plan: queue_policy.Backfill, pools: Pools, pool: Pool, task: TaskRun, need: Resources, scopes: list, seconds
+) -> tuple[queue_policy.Reservation | None, list[tuple[int, Resources]] | None]:
+    """Whether a task that fits now in `pool` may start beside the pass's reservations: the reservation it would
+    delay (then it waits), else None and where it goes on the pool's nodes when a reservation of nodes decided that
+    (None: where `Pools.take` puts it). A task that may start is counted in `scopes` until its declared end, and
+    told the reserved nodes it must keep off (`kept_off`, for its workload's `avoid_nodes`)."""
+    kept = _nodes_kept(plan, pools, pool, task, seconds)
+    if kept is not None and kept.placed is None:
+        return kept.reservation, None
+    if holder := plan.blocker(scopes, need, seconds):
+        return holder, None
+    plan.started(scopes, need, seconds)
     task.kept_off = kept.started() if kept is not None else []
-    return kept.placed if kept is not None else None
+    return None, kept.placed if kept is not None else None
 
 
 def _spans_nodes(task: TaskRun, pools: Pools, pool: Pool) -> bool:

@@ -270,7 +270,7 @@ class Workload:
     # PriorityClass on a cluster that has them. None: no class (notebooks, services).
     priority: int | None = None
     # Nodes (by name) that none of its replicas may be placed on: the queue keeps them for a task that holds a
-    # reservation there (apps/jobs/queue_policy.py). On Kubernetes a required node affinity, NotIn those host names.
+    # reservation there (apps/jobs/queue_policy.py). On Kubernetes a required node affinity on the nodes' names.
     avoid_nodes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -333,6 +333,14 @@ class Status:
     # The image that really ran, as the runtime resolved it (Kubernetes: the container's imageID); "" where the
     # runtime runs no image (local) or has not pulled it yet.
     image_digest: str = ""
+
+
+def task_run_id(value: object) -> int | None:
+    """A task run's id from where a runtime keeps it as text (a workload's "task_run" label, a pod's task-run label,
+    an inventory's holder key); None for anything that is not a plain decimal id."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from apps.runtime.kubernetes.manifests.meta import LABEL_MANAGED, LABEL_TASK_RUN, MANAGED_BY
-from apps.runtime.workload import Capacity, NodeRoom
+from apps.runtime.workload import Capacity, NodeRoom, task_run_id
 from portal.lib.resources import Resources
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -97,10 +97,10 @@ def task_run_of(pod: dict) -> str:
     """The id of the portal's task run a pod belongs to (its task-run label, on a pod the portal manages); "" for
     any other pod, and for a label value that is not an id."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    value = labels.get(LABEL_TASK_RUN) or ""
-    if labels.get(LABEL_MANAGED) != MANAGED_BY or not (isinstance(value, str) and value.isascii() and value.isdigit()):
+    task_run = task_run_id(labels.get(LABEL_TASK_RUN))
+    if labels.get(LABEL_MANAGED) != MANAGED_BY or task_run is None:
         return ""
-    return str(int(value))
+    return str(task_run)
 
 
 def inventory_of(
@@ -166,14 +166,14 @@ def holders_of(node: dict[str, Any]) -> tuple[tuple[int, Resources], ...]:
     if not isinstance(raw, dict):
         return ()
     found = []
-    for task_run, amounts in raw.items():
-        if not (isinstance(task_run, str) and task_run.isascii() and task_run.isdigit() and isinstance(amounts, dict)):
+    for label, amounts in raw.items():
+        if (task_run := task_run_id(label)) is None or not isinstance(amounts, dict):
             continue
         try:
             holds = Resources.of(*(amounts.get(key) or 0 for key in ("cpu", "memory_bytes", "gpu")))
         except (TypeError, ValueError):
             continue
-        found.append((int(task_run), holds))
+        found.append((task_run, holds))
     return tuple(sorted(found, key=lambda holder: holder[0]))
 
 

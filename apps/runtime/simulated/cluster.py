@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from apps.runtime import base
 from apps.runtime.base import Runtime
-from apps.runtime.workload import Capacity, NodeRoom, Phase, Status, Workload, demand, total_replicas
+from apps.runtime.workload import Capacity, NodeRoom, Phase, Status, Workload, demand, task_run_id, total_replicas
 from portal.lib.resources import Resources
 
 NAME = "simulated"
@@ -292,13 +292,12 @@ class SimulatedRuntime(Runtime):
             raise LookupError("the simulated cluster does not know how long workloads run")
         key, duration = cluster.duration_of(workload)
         need = demand(workload.resources, total_replicas(workload.kind, workload.replicas))
-        task = workload.labels.get("task_run", "")
         unknown = [name for name in workload.avoid_nodes if name not in cluster.node_index]
         if unknown:
             raise ValueError(f"avoid_nodes: no such node: {', '.join(unknown)}")
         cluster.submit(
             workload.uid, math.ceil(need.gpu), need.cpu, int(need.memory), duration, key=key,
-            task=int(task) if task.isdigit() else None,
+            task=task_run_id(workload.labels.get("task_run")),
             avoid=frozenset(cluster.node_index[name] for name in workload.avoid_nodes),
         )  # fmt: skip
         return workload.uid

@@ -29,7 +29,6 @@ from portal.lib.resources import memory_quantity
 # image provides the interpreter, so both become plain `python`.
 _PYTHON_TOKEN = re.compile(r"^\{python(?::[^{}]*)?\}$")
 WORK_VOLUME = "portal-work"
-# The well-known node label whose value is the node's name: what `Workload.avoid_nodes` keeps the pods off.
 
 
 def command_of(workload: Workload) -> list[str]:
