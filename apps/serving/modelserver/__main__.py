@@ -24,6 +24,8 @@ import threading
 
 EXIT_LOAD_FAILED = 3
 BACKLOG = 2048
+# uvicorn's httptools protocol with each response in one write (joined.py: the sandbox's port forward keeps Nagle on).
+HTTP = "apps.serving.modelserver.joined:JoinedHttpToolsProtocol"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         f"batches of up to {args.max_batch_size} rows"
     )
     common = {
-        "http": "httptools",
+        "http": HTTP,
         "loop": "uvloop",
         "lifespan": "on",
         "access_log": False,
@@ -185,7 +187,7 @@ def serve_llm(args: argparse.Namespace) -> int:
         flush=True,
     )
     config = uvicorn.Config(
-        app, http="httptools", loop="uvloop", lifespan="on", access_log=False, log_level=args.log_level,
+        app, http=HTTP, loop="uvloop", lifespan="on", access_log=False, log_level=args.log_level,
         server_header=False, date_header=False, backlog=BACKLOG, proxy_headers=False,
     )  # fmt: skip
     uvicorn.Server(config).run(sockets=[sock])
