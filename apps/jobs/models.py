@@ -46,8 +46,13 @@ class PipelineRunQuerySet(TenantQuerySet):
 
 def finished_nodes(tasks: models.QuerySet[TaskRun]) -> models.QuerySet[TaskRun]:
     """The one definition of a run's progress: its nodes with a finished attempt (a node being retried counts as
-    done once one attempt ended). Lists annotate it (`with_progress`); one run reads it (`PipelineRun.progress`)."""
-    return tasks.filter(status__in=TASK_FINISHED).order_by()
+    done once one attempt ended; an attempt preempted and requeued did not end the node). Lists annotate it
+    (`with_progress`); one run reads it (`PipelineRun.progress`)."""
+    return (
+        tasks.filter(status__in=TASK_FINISHED)
+        .exclude(status=TaskStatus.CANCELLED, preempted_at__isnull=False)
+        .order_by()
+    )
 
 
 def _node_count() -> models.Count:

@@ -168,11 +168,22 @@ def _apply_phase(task: TaskRun, status: Status, node: dict[str, Any], now, ended
     if preempted and task.run.status != RunStatus.CANCELLING:
         return _requeue(task, now)
     retries = int(node.get("retries", 0))
-    if new == TaskStatus.FAILED and task.attempt <= retries and task.run.status != RunStatus.CANCELLING:
-        backoff = float(node.get("retry_backoff", 10)) * (2 ** (task.attempt - 1))
-        reason = f"retry {task.attempt}/{retries} after {backoff:g} s backoff ({task.reason})"
+    if new != TaskStatus.FAILED or task.run.status == RunStatus.CANCELLING:
+        return None
+    failures = _failures(task)
+    if failures <= retries:
+        backoff = float(node.get("retry_backoff", 10)) * (2 ** (failures - 1))
+        reason = f"retry {failures}/{retries} after {backoff:g} s backoff ({task.reason})"
         return _next_attempt(task, now, backoff, reason)
     return None
+
+
+def _failures(task: TaskRun) -> int:
+    """How many attempts of the task's node have failed, this one included: the node's retries count failures, not
+    attempts (an attempt preempted for a project under its quota was requeued, not failed)."""
+    if task.attempt == 1:
+        return 1
+    return TaskRun.objects.filter(run_id=task.run_id, node=task.node, status=TaskStatus.FAILED).count()
 
 
 def _next_attempt(task: TaskRun, now, backoff: float, reason: str, **fields) -> TaskRun:
