@@ -430,7 +430,7 @@ def search(
     if connections[lines.db].vendor == "postgresql":
         return _searched(run, node, lines, q, limit)
     if fts_in_sync(lines.db):
-        return _fts_searched(run, node, lines, q, limit, replica=replica, task_id=task_id)
+        return _fts_searched(run, node, lines, q, limit, (after_id, replica, task_id))
     return _dicts(lines.filter(text__icontains=q)[:limit])
 
 
@@ -528,11 +528,17 @@ SPANS_SHARE = 3
 
 
 def _fts_searched(
-    run: PipelineRun | int, node: str | None, lines: QuerySet[LogLine], q: str, limit: int, **narrow: Any
+    run: PipelineRun | int,
+    node: str | None,
+    lines: QuerySet[LogLine],
+    q: str,
+    limit: int,
+    narrow: tuple[int, str | None, int | None],
 ) -> list[dict[str, Any]]:
     """SQLite: `_searched` with `icontains` and the chunks' FTS5 table. The probe reads the first PROBE_LINES of
     `lines`; a frequent or short keyword is scanned on from there, a rare one read from the lines of the chunks that
-    may hold it and the tails, unless those are 1/SPANS_SHARE of the run's lines or more."""
+    may hold it and the tails, unless those are 1/SPANS_SHARE of the run's lines or more. `lines` is the run's lines
+    narrowed by `narrow` (after_id, replica, task_id)."""
     found: list[dict[str, Any]] = []
     after = count = 0
     if PROBE_LINES:
@@ -550,8 +556,9 @@ def _fts_searched(
             # The spans' lines without the run's condition, which SQLite would rather read through the run's (run,
             # id) index, testing every span on every line of the run (40 times slower for a keyword in most chunks);
             # `+id`: nor through the primary key from `after` on.
-            spans = _narrowed(LogLine.objects.order_by("pk"), 0, **narrow)
-            spans = spans.extra(where=[f"+{_TABLE}.id > %s"], params=[max(after, narrow.get("after_id") or 0)])
+            after_id, replica, task_id = narrow
+            spans = _narrowed(LogLine.objects.order_by("pk"), 0, replica, task_id)
+            spans = spans.extra(where=[f"+{_TABLE}.id > %s"], params=[max(after, after_id)])
             return found + _matching(run, node, spans, [q], rest, groups)
     return found + _dicts(lines.filter(pk__gt=after, text__icontains=q)[:rest])
 

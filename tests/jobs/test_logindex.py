@@ -246,6 +246,10 @@ def test_a_line_is_found_before_and_after_it_is_indexed(run, fit, indexed_at_onc
         assert [(first, last) for first, last, _text in chunks(fit)] == [(1, 3)]
         assert texts(search(run, "out of memory")) == ["CUDA Out Of Memory"]  # in a chunk
         assert texts(search(run, "LOSS")) == scanned(run, "loss") == ["Epoch 1 loss 0.5", "Epoch 2 loss 0.4"]
+        first = LogLine.objects.get(task=fit, seq=1)
+        assert texts(search(run, "loss", after_id=first.pk)) == ["Epoch 2 loss 0.4"]  # the API's next page
+        assert texts(search(run, "loss", replica="1")) == []
+        assert texts(search(run, "loss", task_id=fit.pk, limit=1)) == ["Epoch 1 loss 0.5"]
         if connection.vendor == "sqlite":
             with CaptureQueriesContext(connection) as queries:
                 search(run, "memory")
