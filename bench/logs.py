@@ -6,7 +6,7 @@ a) Live path. A pipeline task prints the lines; the real local agent (`runagent`
    Every line carries the time it was printed, so the client measures print-to-browser latency and checks
    that no line is missing or duplicated. Peer: the same lines in 500-line messages through
    `RedisPubSubChannelLayer` on the same Redis to a receiving process (no database, no websocket).
-b) Search. 1M stored lines of one run (made by the database on PostgreSQL, with their chunks, as a restore would
+b) Search. 1M stored lines of one run (made by the database on PostgreSQL; with their chunks, as a restore would
    bring them), `search(run, keyword)` (median of 5) vs the plain `icontains` query over the run's lines, at each
    size of the growth curve (--grow, --search-lines).
 
