@@ -6,7 +6,7 @@ a) Live path. A pipeline task prints the lines; the real local agent (`runagent`
    Every line carries the time it was printed, so the client measures print-to-browser latency and checks
    that no line is missing or duplicated. Peer: the same lines in 500-line messages through
    `RedisPubSubChannelLayer` on the same Redis to a receiving process (no database, no websocket).
-b) Search. 1M stored lines of one run (made by the database on PostgreSQL, with their chunks, as a restore would
+b) Search. 1M stored lines of one run (made by the database on PostgreSQL; with their chunks, as a restore would
    bring them), `search(run, keyword)` (median of 5) vs the plain `icontains` query over the run's lines, at each
    size of the growth curve (--grow, --search-lines).
 
@@ -44,8 +44,8 @@ RARE_AT = (123_457, 500_001, 987_654)
 # than a trigram (no index can narrow it), in 0.1 % (in most chunks, a page needs ~400k lines).
 SHAPES = (("rare", RARE.lower()), ("common", "loss"), ("2 chars", "lr"), ("scattered", "shard 00"))
 TRIGRAM_INDEX = "jobs_logchunk_text_trgm"  # migration jobs.0006: PostgreSQL indexes chunks of lines
-FTS_TABLE = "jobs_logline_fts"
-FTS_TRIGGERS = ("jobs_logline_fts_insert", "jobs_logline_fts_delete", "jobs_logline_fts_update")
+FTS_TABLE = "jobs_logchunk_fts"  # migration jobs.0017: SQLite indexes the same chunks with FTS5
+FTS_TRIGGERS = ("jobs_logchunk_fts_insert", "jobs_logchunk_fts_delete", "jobs_logchunk_fts_update")
 COLUMNS = ("id", "task_id", "node", "attempt", "replica", "seq", "ts", "stream", "text")
 STORED = ("run_id", *COLUMNS[1:])  # the columns the loader fills
 
@@ -345,7 +345,7 @@ ORDER BY i
 
 
 def text_index_sql() -> list[str]:
-    """The statements that (re)create the text index of migration jobs.0002, as the database holds it."""
+    """The statements that (re)create the text index of the chunks (jobs.0006, jobs.0017), as the database holds it."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -373,9 +373,9 @@ SQLITE_BATCH = 50_000  # rows per executemany
 
 def load(tasks: list, start: int, end: int, index: list[str]) -> tuple[float, float]:
     """Store lines `start` to `end` of the run as a restore would: PostgreSQL makes them in one INSERT … SELECT
-    (SEED_SQL) with FK triggers off, SQLite takes them by executemany in batches of SQLITE_BATCH; the text index (its
-    SQL in `index`; PostgreSQL: and the chunks, all made anew) is built afterwards. Returns (seconds to store the
-    lines, seconds to index them)."""
+    (SEED_SQL) with FK triggers off, SQLite takes them by executemany in batches of SQLITE_BATCH; the chunks (all
+    made anew, as jobs.0006 and jobs.0017 make them) and the text index (its SQL in `index`) are built afterwards.
+    Returns (seconds to store the lines, seconds to index them)."""
     from django.db import connection, transaction
 
     postgres = connection.vendor == "postgresql"
@@ -405,9 +405,10 @@ def load(tasks: list, start: int, end: int, index: list[str]) -> tuple[float, fl
     store_s = time.perf_counter() - started
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        if postgres:  # the chunks the agent's indexer writes, made for loaded lines as jobs.0006 makes them
-            cursor.execute("DELETE FROM jobs_logchunk")
-            cursor.execute(importlib.import_module("apps.jobs.migrations.0006_logchunk").BACKFILL)
+        # the chunks the agent's indexer writes, made for loaded lines as jobs.0006 (jobs.0017) makes them
+        cursor.execute("DELETE FROM jobs_logchunk")
+        migration = "0006_logchunk" if postgres else "0017_logchunk_fts_sqlite"
+        cursor.execute(importlib.import_module(f"apps.jobs.migrations.{migration}").BACKFILL)
         if postgres and index:
             cursor.execute("SET maintenance_work_mem = '512MB'")
         if not postgres and index:

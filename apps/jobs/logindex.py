@@ -1,11 +1,12 @@
-"""PostgreSQL's text index of log lines: their text gathered into chunks (LogChunk), written after the lines are live.
+"""The text index of log lines: their text gathered into chunks (LogChunk), written after the lines are live.
 
 Indexing every line in the transaction that stores it cost more than storing it: sorting the trigrams of each batch
-and feeding the GIN index was on the critical path of every live line (bench/logs.py). So the lines are stored and
-published first, and the agent's indexer (one thread per process, `shared_indexer`) gathers each attempt's stored
-batches into chunks of about CHUNK_LINES lines and writes one LogChunk per chunk: the text of its lines, lower-cased,
-under a trigram index that also holds the run. It does so once the attempt pauses or ends (QUIET_SECONDS), so that a
-task printing at full speed has the database to itself.
+and feeding PostgreSQL's GIN index (SQLite: its FTS5 table, jobs.0002) was on the critical path of every live line
+(bench/logs.py). So the lines are stored and published first, and the agent's indexer (one thread per process,
+`shared_indexer`) gathers each attempt's stored batches into chunks of about CHUNK_LINES lines and writes one LogChunk
+per chunk: the text of its lines, lower-cased, under a trigram index (PostgreSQL: pg_trgm, also holding the run,
+jobs.0006; SQLite: an FTS5 trigram table kept by triggers on the chunks, jobs.0017). It does so once the attempt
+pauses or ends (QUIET_SECONDS), so that a task printing at full speed has the database to itself.
 
 A task's chunks are written in order and without holes (after a failure, none more for that task), so the lines
 not in a chunk are always the last ones of their attempt: its *tail*, `seq` above the highest chunked one. Search
@@ -204,25 +205,31 @@ class ChunkIndexer:
 
     def _write(self, chunks: list[LogChunk]) -> None:
         """Each task's chunks in one transaction that does not wait for the WAL flush: a chunk lost to a crash of
-        the database leaves its lines tail, and a later one cannot outlive it (the WAL is written in order)."""
+        the database leaves its lines tail, and a later one cannot outlive it (the WAL is written in order). SQLite:
+        one transaction per chunk, as its writers take turns: a task's live lines wait for one chunk at most, not for
+        all that were due (its WAL is written in order too)."""
         for task_id, group in itertools.groupby(chunks, key=lambda chunk: chunk.task_id):
-            if task_id in self.given_up:
-                continue
             group = list(group)
-            for attempt in range(WRITE_ATTEMPTS):
-                try:
-                    with progress_marker():
-                        for chunk in group:
-                            write_chunk(chunk)
+            steps = [[chunk] for chunk in group] if connection.vendor == "sqlite" else [group]
+            for step in steps:
+                if task_id in self.given_up:
                     break
-                except DatabaseError:
-                    logger.warning("could not index log lines of task %s; will retry", task_id, exc_info=True)
-                    connection.close()
-                    time.sleep(self.RETRY_SECONDS * (attempt + 1))
-            else:
-                # No hole: no later chunk of this task either. Its lines from here on are found as its tail.
-                logger.error("gave up indexing the log lines of task %s from line %s", task_id, group[0].first_seq)
-                self.given_up.add(task_id)
+                self._write_step(task_id, step)
+
+    def _write_step(self, task_id: int, chunks: list[LogChunk]) -> None:
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with progress_marker():
+                    for chunk in chunks:
+                        write_chunk(chunk)
+                return
+            except DatabaseError:
+                logger.warning("could not index log lines of task %s; will retry", task_id, exc_info=True)
+                connection.close()
+                time.sleep(self.RETRY_SECONDS * (attempt + 1))
+        # No hole: no later chunk of this task either. Its lines from here on are found as its tail.
+        logger.error("gave up indexing the log lines of task %s from line %s", task_id, chunks[0].first_seq)
+        self.given_up.add(task_id)
 
 
 _shared: ChunkIndexer | None = None
@@ -230,15 +237,33 @@ _shared_lock = threading.Lock()
 
 
 def shared_indexer() -> ChunkIndexer | None:
-    """This process's indexer on PostgreSQL; None elsewhere (SQLite indexes lines itself, jobs.0002)."""
+    """This process's indexer; None where the database has no text index of chunks (SQLite without FTS5: search
+    scans)."""
     global _shared
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" and not fts_in_sync(connection.alias):
         return None
     with _shared_lock:
         if _shared is None:
             _shared = ChunkIndexer()
             atexit.register(_shared.stop)
     return _shared
+
+
+# SQLite's FTS5 table over the chunks' text (jobs.0017; not in the model state: vendor-specific, read only here).
+FTS_TABLE = "jobs_logchunk_fts"
+FTS_TRIGGERS = ("jobs_logchunk_fts_insert", "jobs_logchunk_fts_delete", "jobs_logchunk_fts_update")
+
+
+def fts_in_sync(using: str) -> bool:
+    """Whether SQLite's FTS5 table of chunks exists with all its triggers (a table rebuild by a later migration
+    drops triggers, and a stale index would hide lines)."""
+    db = connections[using]
+    if db.vendor != "sqlite":
+        return False
+    names = (FTS_TABLE, *FTS_TRIGGERS)
+    with db.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM sqlite_master WHERE name IN ({', '.join(['%s'] * len(names))})", names)
+        return cursor.fetchone()[0] == len(names)
 
 
 # --- Reading ------------------------------------------------------------------------------------
@@ -255,19 +280,30 @@ class Span:
     last_seq: int
 
 
-def candidates(run_id: int, node: str | None, patterns: list[str], using: str) -> list[list[Span]]:
-    """The lines of the run's tasks (of `node`, if given) that may match any of the LIKE `patterns`: the chunks whose
-    text may, and every tail. Returned as groups of spans sorted by id, whose id ranges do not overlap: read group by
-    group, the lines come in id order, each once. One round trip: they, not the work, were most of a rare keyword's
-    time (the task ids, the chunks and the tails were read apart)."""
-    likes = " OR ".join(["text LIKE lower(%s)"] * len(patterns))
-    # Through the trigram index, never by reading every chunk: the planner takes LIKE over a chunk for as cheap as
-    # over a line, and would rather scan a small table than use an index, 300 times slower for a rare keyword in a
-    # run of 1M lines.
-    sql = _CANDIDATES_SQL.format(likes=likes, node=" AND node = %s" if node else "")
-    with connections[using].cursor() as cursor:
-        params = [run_id, *([node] if node else []), run_id, *patterns]
-        rows = planned(cursor, sql, params, enable_seqscan="off", jit="off")
+def candidates(run_id: int, node: str | None, keywords: list[str], using: str) -> list[list[Span]]:
+    """The lines of the run's tasks (of `node`, if given) that may contain any of `keywords` (3+ characters each),
+    ignoring case: the chunks whose text may, and every tail. Returned as groups of spans sorted by id, whose id
+    ranges do not overlap: read group by group, the lines come in id order, each once. One round trip: they, not the
+    work, were most of a rare keyword's time (the task ids, the chunks and the tails were read apart)."""
+    db = connections[using]
+    params = [run_id, *([node] if node else [])]
+    if db.vendor == "sqlite":
+        # Each keyword as one FTS5 string (its trigrams, in a row); FTS5 folds the case of all of Unicode, LIKE only
+        # of ASCII, so the chunks found include every one whose lines `icontains` would match.
+        phrases = " OR ".join('"' + keyword.replace('"', '""') + '"' for keyword in keywords)
+        sql = _SQLITE_CANDIDATES_SQL.format(node=" AND node = %s" if node else "")
+        with db.cursor() as cursor:
+            cursor.execute(sql, [*params, phrases, run_id])
+            rows = cursor.fetchall()
+    else:
+        patterns = [f"%{db.ops.prep_for_like_query(keyword)}%" for keyword in keywords]
+        likes = " OR ".join(["text LIKE lower(%s)"] * len(patterns))
+        # Through the trigram index, never by reading every chunk: the planner takes LIKE over a chunk for as cheap
+        # as over a line, and would rather scan a small table than use an index, 300 times slower for a rare keyword
+        # in a run of 1M lines.
+        sql = _CANDIDATES_SQL.format(likes=likes, node=" AND node = %s" if node else "")
+        with db.cursor() as cursor:
+            rows = planned(cursor, sql, [*params, run_id, *patterns], enable_seqscan="off", jit="off")
     tasks = {row[3] for row in rows if row[0] == "t"}
     spans = [Span(*row[1:]) for row in rows if row[3] in tasks and row[1] is not None]
     spans.sort(key=lambda span: span.first_id)
@@ -297,6 +333,20 @@ SELECT 't', head.id, tail.id, t.id, head.seq, tail.seq FROM tasks AS t
   ORDER BY seq LIMIT 1) AS head ON true
  LEFT JOIN LATERAL (SELECT id, seq FROM {LogLine._meta.db_table} WHERE task_id = t.id AND seq > k.seq
   ORDER BY seq DESC LIMIT 1) AS tail ON true
+"""
+
+# The same on SQLite: the chunks from the FTS5 table, and the tails by correlated subqueries (no LATERAL), each one
+# lookup in the (task, last_seq) or the (task, seq) index.
+_LINE = f"SELECT {{column}} FROM {LogLine._meta.db_table} WHERE task_id = k.id AND seq > k.seq ORDER BY seq {{order}}"
+_SQLITE_CANDIDATES_SQL = f"""
+WITH k AS (SELECT t.id, COALESCE((SELECT max(last_seq) FROM {LogChunk._meta.db_table} WHERE task_id = t.id), 0) AS seq
+ FROM {TaskRun._meta.db_table} AS t WHERE t.run_id = %s{{node}})
+SELECT 'c', c.first_id, c.last_id, c.task_id, c.first_seq, c.last_seq
+ FROM {FTS_TABLE} JOIN {LogChunk._meta.db_table} AS c ON c.id = {FTS_TABLE}.rowid
+ WHERE {FTS_TABLE} MATCH %s AND c.run_id = %s
+UNION ALL
+SELECT 't', ({_LINE.format(column="id", order="ASC LIMIT 1")}), ({_LINE.format(column="id", order="DESC LIMIT 1")}),
+ k.id, ({_LINE.format(column="seq", order="ASC LIMIT 1")}), ({_LINE.format(column="seq", order="DESC LIMIT 1")}) FROM k
 """
 
 

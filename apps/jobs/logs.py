@@ -20,7 +20,7 @@ from django.db import connection, connections, transaction
 from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from apps.jobs.logindex import CHUNK_LINES, ChunkIndexer, Piece, candidates, within
+from apps.jobs.logindex import CHUNK_LINES, ChunkIndexer, Piece, Span, candidates, fts_in_sync, within
 from apps.jobs.models import RUN_FINISHED, LogLine, PipelineRun, TaskRun
 from apps.projects.secrets import MASK, mask_values
 from apps.runtime.models import progress_marker
@@ -192,8 +192,8 @@ class LogWriter:
 
     def __init__(self, task: TaskRun, secrets: Iterable[str] = (), indexer: ChunkIndexer | None = None) -> None:
         self.task = task
-        # Told of each stored batch, after it is published (PostgreSQL: logindex.shared_indexer()). Without one
-        # the lines are found by scanning their attempt's lines.
+        # Told of each stored batch, after it is published (logindex.shared_indexer()). Without one the lines are
+        # found by scanning their attempt's lines (its tail).
         self.indexer = indexer
         # Values of the secrets injected into the task: replaced by *** before a line is stored or published.
         self._masks = mask_values(secrets)
@@ -404,22 +404,7 @@ def last_seqs(run_id: int, task_ids: Iterable[int] | None = None) -> tuple[dict[
     return seqs, status is None or status in RUN_FINISHED
 
 
-# The text index of migration jobs.0002 (not in the model state: vendor-specific, read only by `search`).
-FTS_TABLE = "jobs_logline_fts"
-FTS_TRIGGERS = ("jobs_logline_fts_insert", "jobs_logline_fts_delete", "jobs_logline_fts_update")
 TRIGRAM = 3  # the shortest keyword a trigram index can narrow down
-
-
-def _fts_in_sync(using: str) -> bool:
-    """Whether the SQLite FTS5 table exists with all its triggers (a table rebuild by a later migration
-    drops triggers, and a stale index would hide new lines)."""
-    connection = connections[using]
-    if connection.vendor != "sqlite":
-        return False
-    names = (FTS_TABLE, *FTS_TRIGGERS)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM sqlite_master WHERE name IN ({', '.join(['%s'] * len(names))})", names)
-        return cursor.fetchone()[0] == len(names)
 
 
 def search(
@@ -437,25 +422,16 @@ def search(
     The same filter with or without an index, so the results never depend on one; an index only narrows the
     rows it looks at (a scan of 1M lines takes 0.4–1 s). PostgreSQL: ILIKE over the run's first lines, then over
     the next ones while the keyword is frequent or too short for the index, else over the lines of the chunks whose
-    trigram index entry may hold it (`_searched`, `_matching`). SQLite: `icontains`, with the FTS5 trigram table
-    proposing candidate ids for keywords of 3+ characters; its case folding covers all of Unicode, LIKE's only
-    ASCII, so the candidates include every match.
+    trigram index entry may hold it (`_searched`, `_matching`). SQLite: `icontains`, the same way, the chunks found by
+    their FTS5 table (`_fts_searched`); its case folding covers all of Unicode, LIKE's only ASCII, so the candidates
+    include every match. Without FTS5: the scan.
     """
     lines = _narrowed(_lines(run, node), after_id, replica, task_id)
     if connections[lines.db].vendor == "postgresql":
         return _searched(run, node, lines, q, limit)
-    qs = lines.filter(text__icontains=q)
-    if len(q) >= TRIGRAM and _fts_in_sync(qs.db):
-        phrase = '"' + q.replace('"', '""') + '"'  # one FTS5 string: the keyword's trigrams, in a row
-        # A join ordered by the FTS rowid, so SQLite reads the matches in id order and stops at `limit`
-        # (`pk__in` would collect every match first: 30x slower for a frequent keyword).
-        qs = qs.extra(
-            tables=[FTS_TABLE],
-            where=[f"{FTS_TABLE}.rowid = jobs_logline.id", f"{FTS_TABLE} MATCH %s"],
-            params=[phrase],
-            order_by=[f"{FTS_TABLE}.rowid"],
-        )
-    return _dicts(qs[:limit])
+    if fts_in_sync(lines.db):
+        return _fts_searched(run, node, lines, q, limit, (after_id, replica, task_id))
+    return _dicts(lines.filter(text__icontains=q)[:limit])
 
 
 def _narrowed(lines: QuerySet[LogLine], after_id: int, replica: str | None, task_id: int | None) -> QuerySet[LogLine]:
@@ -546,6 +522,47 @@ def _after(lines: QuerySet[LogLine], run_id: int, after: int) -> QuerySet[LogLin
     return lines.extra(where=[f"({_TABLE}.run_id, {_TABLE}.id) > (%s, %s)"], params=[run_id, after or 0])
 
 
+# SQLite reads the lines of the candidate spans through the (task, seq) index when they are less than 1/SPANS_SHARE of
+# the run's lines, else scans (bench/logs.py: a span's line cost about 3 times a scanned one).
+SPANS_SHARE = 3
+
+
+def _fts_searched(
+    run: PipelineRun | int,
+    node: str | None,
+    lines: QuerySet[LogLine],
+    q: str,
+    limit: int,
+    narrow: tuple[int, str | None, int | None],
+) -> list[dict[str, Any]]:
+    """SQLite: `_searched` with `icontains` and the chunks' FTS5 table. The probe reads the first PROBE_LINES of
+    `lines`; a frequent or short keyword is scanned on from there, a rare one read from the lines of the chunks that
+    may hold it and the tails, unless those are 1/SPANS_SHARE of the run's lines or more. `lines` is the run's lines
+    narrowed by `narrow` (after_id, replica, task_id)."""
+    found: list[dict[str, Any]] = []
+    after = count = 0
+    if PROBE_LINES:
+        end = next(iter(lines.values_list("pk", flat=True)[PROBE_LINES - 1 : PROBE_LINES]), None)
+        window = lines if end is None else lines.filter(pk__lte=end)
+        found = _dicts(window.filter(text__icontains=q)[:limit])
+        if len(found) >= limit or end is None:  # a full page, or every line read
+            return found
+        after, count = end, PROBE_LINES
+    rest = limit - len(found)
+    if len(q) >= TRIGRAM and len(found) * CHUNK_LINES * 4 <= count:
+        groups = candidates(_run_id(run), node, [q], lines.db)
+        spanned = sum(span.last_seq - span.first_seq + 1 for group in groups for span in group)
+        if spanned * SPANS_SHARE < sum(last_seqs(_run_id(run))[0].values()):
+            # The spans' lines without the run's condition, which SQLite would rather read through the run's (run,
+            # id) index, testing every span on every line of the run (40 times slower for a keyword in most chunks);
+            # `+id`: nor through the primary key from `after` on.
+            after_id, replica, task_id = narrow
+            spans = _narrowed(LogLine.objects.order_by("pk"), 0, replica, task_id)
+            spans = spans.extra(where=[f"+{_TABLE}.id > %s"], params=[max(after, after_id)])
+            return found + _matching(run, node, spans, [q], rest, groups)
+    return found + _dicts(lines.filter(pk__gt=after, text__icontains=q)[:rest])
+
+
 # Spans whose lines the first query reads, doubled for each next one: a frequent keyword fills `limit` from the first
 # few, a rare one has few. At most MAX_SPANS a query: past ~64 the bitmap of their lines outgrows work_mem, turns
 # lossy, and every line of its pages is rechecked against every span's condition (10M lines of bench/logs.py, a
@@ -555,17 +572,25 @@ MAX_SPANS = 32
 
 
 def _matching(
-    run: PipelineRun | int, node: str | None, lines: QuerySet[LogLine], keywords: list[str], limit: int
+    run: PipelineRun | int,
+    node: str | None,
+    lines: QuerySet[LogLine],
+    keywords: list[str],
+    limit: int,
+    groups: list[list[Span]] | None = None,
 ) -> list[dict[str, Any]]:
-    """PostgreSQL: lines of `lines` that contain any of `keywords` (ILIKE), in id order, up to `limit`. Only the
-    lines that may hold one are read (logindex.candidates), a few spans at a time until `limit` are found."""
-    ops = connections[lines.db].ops
-    patterns = [f"%{ops.prep_for_like_query(q)}%" for q in keywords]
-    run_id = _run_id(run)
-    groups = candidates(run_id, node, patterns, lines.db)
+    """Lines of `lines` that contain any of `keywords` (3+ characters each; PostgreSQL: ILIKE, SQLite: `icontains`),
+    in id order, up to `limit`. Only the lines that may hold one are read (`groups`, from logindex.candidates), a few
+    spans at a time until `limit` are found."""
+    db = connections[lines.db]
     contains = Q()
-    for pattern in patterns:
-        contains |= Q(text__ilike=pattern)
+    for q in keywords:
+        if db.vendor == "postgresql":
+            contains |= Q(text__ilike=f"%{db.ops.prep_for_like_query(q)}%")
+        else:
+            contains |= Q(text__icontains=q)
+    if groups is None:
+        groups = candidates(_run_id(run), node, keywords, lines.db)
     found: list[dict[str, Any]] = []
     budget, taken, spans = FIRST_SPANS, 0, Q()
     for index, group in enumerate(groups):
@@ -585,6 +610,8 @@ def first_error(run: PipelineRun | int) -> dict[str, Any] | None:
     lines = _lines(run)
     if connections[lines.db].vendor == "postgresql":
         found = _matching(run, None, lines, list(ERROR_WORDS), 1)
+    elif fts_in_sync(lines.db):  # the spans alone, without the run's condition (see _fts_searched)
+        found = _matching(run, None, LogLine.objects.order_by("pk"), list(ERROR_WORDS), 1)
     else:
         words = Q()
         for word in ERROR_WORDS:

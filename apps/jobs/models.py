@@ -474,10 +474,11 @@ LogLine._meta.get_field("text").register_lookup(ILike)
 
 
 class LogChunk(models.Model):
-    """The text of consecutive stored lines of one task attempt, lower-cased: what PostgreSQL's trigram index covers
-    (apps/jobs/logindex.py). Written after the lines are live, by the agent's indexer; SQLite indexes the lines
-    themselves (the FTS5 table of jobs.0002). A line is in at most one chunk, and an attempt's chunks cover its
-    lines from the first on, without holes: the lines after the last chunk are its tail, which search reads too.
+    """The text of consecutive stored lines of one task attempt, lower-cased: what the text index covers
+    (apps/jobs/logindex.py; PostgreSQL: a trigram GIN index, jobs.0006; SQLite: an FTS5 trigram table, jobs.0017).
+    Written after the lines are live, by the agent's indexer. A line is in at most one chunk, and an attempt's chunks
+    cover its lines from the first on, without holes: the lines after the last chunk are its tail, which search reads
+    too.
     """
 
     # The run for the trigram index, which holds it beside the text; chunks go away with their task.

@@ -1,5 +1,6 @@
-"""PostgreSQL's text index of log lines: chunks of an attempt's lines written after they are live, and search over
-the chunks plus the lines not in one yet (apps/jobs/logindex.py)."""
+"""The text index of log lines: chunks of an attempt's lines written after they are live, and search over the chunks
+plus the lines not in one yet (apps/jobs/logindex.py). PostgreSQL indexes the chunks with pg_trgm, SQLite with an
+FTS5 table (jobs.0017)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,11 @@ from apps.jobs.logs import LogWriter, first_error, search
 from apps.jobs.models import LogChunk, LogLine, PipelineRun, TaskRun
 from tests.jobs.indexing import InlineIndexer
 
-pytestmark = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="chunks are PostgreSQL's text index; SQLite indexes lines (FTS5)"
-)
-
 
 @pytest.fixture
 def run(world) -> PipelineRun:
+    if connection.vendor == "sqlite" and not logindex.fts_in_sync("default"):
+        pytest.skip("SQLite without FTS5 trigram support: the migration makes no index, search scans")
     return PipelineRun.objects.create(project=world.project_a, pipeline_name="train", number=3)
 
 
@@ -56,7 +55,9 @@ def test_an_attempts_batches_are_gathered_into_lower_cased_chunks(run, fit):
     writer.write("0", "stderr", "Last")
     assert chunks(fit) == []  # the task is still printing: it has the database to itself
     writer.close()  # it ended: its batches become chunks of at least 3 lines, the last one smaller
-    assert chunks(fit) == [(1, 4, "epoch 1 loss 0.5\nünïcode äö\nepoch 2\nloss 0.4"), (5, 5, "last")]
+    # Lower-cased by the database's lower(): SQLite's folds ASCII only, which its FTS5 index does not need.
+    unicode = "ünïcode äö" if connection.vendor == "postgresql" else "Ünïcode ÄÖ"
+    assert chunks(fit) == [(1, 4, f"epoch 1 loss 0.5\n{unicode}\nepoch 2\nloss 0.4"), (5, 5, "last")]
     ids = list(LogLine.objects.filter(task=fit).order_by("seq").values_list("pk", flat=True))
     first = LogChunk.objects.get(task=fit, first_seq=1)
     assert (first.run_id, first.first_id, first.last_id) == (run.pk, ids[0], ids[3])
@@ -103,13 +104,16 @@ def test_pieces_become_chunks_of_at_least_chunk_lines_in_order():
 
 
 @pytest.mark.parametrize(
-    ("first_spans", "probe", "max_spans"), [(1, 0, 32), (100, 0, 200), (4, 3, 32), (4, 20, 32), (1, 0, 1), (2, 0, 3)]
+    ("first_spans", "probe", "max_spans", "share"),
+    [(1, 0, 32, 0), (100, 0, 200, 0), (4, 3, 32, 0), (4, 20, 32, 0), (1, 0, 1, 0), (2, 0, 3, 0), (4, 3, 32, 3)],
 )
 def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(
-    run, fit, monkeypatch, first_spans, probe, max_spans
+    run, fit, monkeypatch, first_spans, probe, max_spans, share
 ):
     """`probe`: lines read before the index is asked (none: the index at once); a keyword found there reads on.
-    `max_spans`: the most spans one query reads (the next ones read the rest)."""
+    `max_spans`: the most spans one query reads (the next ones read the rest). `share` (SQLite): the spans are read
+    when less than 1/share of the run's lines, else the lines are scanned (0: always the spans)."""
+    monkeypatch.setattr(logs, "SPANS_SHARE", share)
     monkeypatch.setattr(logs, "FIRST_SPANS", first_spans)
     monkeypatch.setattr(logs, "MAX_SPANS", max_spans)
     monkeypatch.setattr(logs, "PROBE_LINES", probe)
@@ -146,6 +150,7 @@ def test_search_reads_chunks_and_the_lines_not_in_one_yet_once_each_in_order(
 
 def test_the_lines_after_a_chunk_that_could_not_be_written_are_found_as_the_tail(run, fit, monkeypatch):
     monkeypatch.setattr(logs, "PROBE_LINES", 0)
+    monkeypatch.setattr(logs, "SPANS_SHARE", 0)
     real_write = logindex.write_chunk
     calls = {"n": 0}
 
@@ -208,6 +213,80 @@ def test_the_probe_reads_its_window_in_one_statement_and_finds_what_the_scan_fin
     with CaptureQueriesContext(connection) as queries:
         found = search(run, q, limit=limit)
     assert texts(found) == scanned(run, q)[:limit]
+    if connection.vendor != "postgresql":
+        return
     statements = [query["sql"] for query in queries.captured_queries]
     windows = [sql for sql in statements if f"> ({run.pk}, 0)" in sql]  # the run's lines from its first, in id order
     assert len(windows) == 1  # the probe's window, read by one statement
+
+
+def fts_rows() -> int:
+    """Entries of SQLite's FTS5 table of chunks (its docsize table holds one per indexed chunk)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {logindex.FTS_TABLE}_docsize")
+        return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def indexed_at_once(monkeypatch):
+    """Search asks the index however few the lines: no probe of the run's first lines, and (SQLite) the spans' lines
+    read however many of the run's they are."""
+    monkeypatch.setattr(logs, "PROBE_LINES", 0)
+    monkeypatch.setattr(logs, "SPANS_SHARE", 0)
+
+
+def test_a_line_is_found_before_and_after_it_is_indexed(run, fit, indexed_at_once):
+    indexer = InlineIndexer(chunk_lines=2)
+    with LogWriter(fit, indexer=indexer) as writer:
+        writer.write_many("0", "stdout", ["Epoch 1 loss 0.5", "CUDA Out Of Memory", "Epoch 2 loss 0.4"])
+        writer.flush()
+        assert chunks(fit) == []
+        assert texts(search(run, "out of memory")) == ["CUDA Out Of Memory"]  # in the tail
+        indexer.index_pending()
+        assert [(first, last) for first, last, _text in chunks(fit)] == [(1, 3)]
+        assert texts(search(run, "out of memory")) == ["CUDA Out Of Memory"]  # in a chunk
+        assert texts(search(run, "LOSS")) == scanned(run, "loss") == ["Epoch 1 loss 0.5", "Epoch 2 loss 0.4"]
+        first = LogLine.objects.get(task=fit, seq=1)
+        assert texts(search(run, "loss", after_id=first.pk)) == ["Epoch 2 loss 0.4"]  # the API's next page
+        assert texts(search(run, "loss", replica="1")) == []
+        assert texts(search(run, "loss", task_id=fit.pk, limit=1)) == ["Epoch 1 loss 0.5"]
+        if connection.vendor == "sqlite":
+            with CaptureQueriesContext(connection) as queries:
+                search(run, "memory")
+            assert any(f"{logindex.FTS_TABLE} MATCH" in query["sql"] for query in queries.captured_queries)
+
+
+def test_a_line_stored_while_the_index_is_behind_is_found_as_the_tail(run, fit, indexed_at_once):
+    indexer = InlineIndexer(chunk_lines=2)
+    with LogWriter(fit, indexer=indexer) as writer:
+        for first in (0, 2):
+            writer.write_many("0", "stdout", [f"step {i} loss" for i in range(first, first + 2)])
+            writer.flush()
+        indexer.index_pending()  # lines 1-4: two chunks
+        writer.write_many("0", "stdout", ["step 4 loss", "late Traceback here"])
+        writer.flush()  # not indexed yet: the indexer is behind
+        assert [(first, last) for first, last, _text in chunks(fit)] == [(1, 2), (3, 4)]
+        assert texts(search(run, "traceback")) == ["late Traceback here"]
+        assert texts(search(run, "loss")) == [f"step {i} loss" for i in range(5)]
+        assert texts(search(run, "step 4")) == ["step 4 loss"]
+        assert first_error(run)["text"] == "late Traceback here"
+
+
+def test_deleting_a_run_leaves_no_index_behind(run, fit, world, indexed_at_once):
+    other = PipelineRun.objects.create(project=world.project_a, pipeline_name="train", number=4)
+    kept = TaskRun.objects.create(run=other, node="fit")
+    for task in (fit, kept):
+        with LogWriter(task, indexer=InlineIndexer(chunk_lines=2)) as writer:
+            for i in range(5):
+                writer.write("0", "stdout", f"run {task.run_id} line {i} loss")
+                writer.flush()
+    assert LogChunk.objects.count() == 6  # of two lines each, the last of one
+    if connection.vendor == "sqlite":
+        assert fts_rows() == 6
+    run_id = run.pk
+    run.delete()
+    assert not LogLine.objects.filter(run_id=run_id).exists()
+    assert not LogChunk.objects.filter(run_id=run_id).exists()
+    if connection.vendor == "sqlite":
+        assert fts_rows() == 3  # the kept run's chunks only
+    assert texts(search(other, "loss")) == [f"run {other.pk} line {i} loss" for i in range(5)]

@@ -319,16 +319,16 @@ SEARCH_KEYWORDS = [
 
 @pytest.fixture(params=["stored", "indexed", "scanned"])
 def search_lines(request, task, published, monkeypatch) -> list[str]:
-    """The texts stored and indexed: on PostgreSQL in chunks of two, so search reads them through the index. On
-    PostgreSQL only, "stored": not in chunks yet, found by reading their attempt's lines (the tail,
-    apps/jobs/logindex.py), and "scanned": found by the first look at the run's lines, which holds them all
-    (logs.PROBE_LINES); SQLite indexes every line as it is stored (FTS5)."""
+    """The texts stored. "indexed": in chunks of two, so search reads them through the index (PostgreSQL: pg_trgm,
+    SQLite: FTS5); "stored": not in chunks yet, found by reading their attempt's lines (the tail,
+    apps/jobs/logindex.py); "scanned": found by the first look at the run's lines, which holds them all
+    (logs.PROBE_LINES)."""
     postgresql = connection.vendor == "postgresql"
-    if request.param in ("stored", "scanned") and not postgresql:
-        pytest.skip("SQLite indexes every line as it is stored")
     if request.param != "scanned":
         monkeypatch.setattr(logs, "PROBE_LINES", 0)  # straight to the index, however few the lines
-    indexer = InlineIndexer(chunk_lines=2) if request.param == "indexed" and postgresql else None
+        monkeypatch.setattr(logs, "SPANS_SHARE", 0)  # SQLite: the spans' lines, however many of the run's they are
+    indexed = request.param == "indexed" and (postgresql or logindex.fts_in_sync("default"))
+    indexer = InlineIndexer(chunk_lines=2) if indexed else None
     with LogWriter(task, indexer=indexer) as writer:
         for text in SEARCH_TEXTS:
             writer.write("0", "stdout", text, ts=T0)
@@ -393,47 +393,56 @@ def test_search_uses_the_text_index_for_keywords_of_three_characters(run, search
         read = 'lower("jobs_logline"."text") LIKE lower(\'%café%\')'  # the lines, ILIKE as PostgreSQL does it
         assert any(read in query["sql"] for query in queries.captured_queries)
     elif connection.vendor == "sqlite":
-        if not logs._fts_in_sync("default"):
+        if not logindex.fts_in_sync("default"):
             pytest.skip("SQLite without FTS5 trigram support: the migration skips the table")
+        # The chunks that may hold the keyword come from the FTS5 table, then only their lines are read; a keyword
+        # shorter than a trigram is scanned.
         with CaptureQueriesContext(connection) as queries:
-            search(run, "café")
-            search(run, "ab")
-        found, short = (query["sql"] for query in queries.captured_queries if 'FROM "jobs_logline"' in query["sql"])
-        assert "MATCH" in found
-        assert "MATCH" not in short
+            assert [line["text"] for line in search(run, "café")] == ["naïve café"]  # LIKE folds ASCII only
+        statements = [query["sql"] for query in queries.captured_queries]
+        assert any(f"{logindex.FTS_TABLE} MATCH" in sql for sql in statements)
+        assert any('FROM "jobs_logline"' in sql and '"seq" BETWEEN' in sql for sql in statements)
+        with CaptureQueriesContext(connection) as queries:
+            assert [line["text"] for line in search(run, "ab")] == ["ab", "tab\tseparated  spaces"]
+        assert not any("MATCH" in query["sql"] for query in queries.captured_queries)
 
 
 @pytest.fixture
 def sqlite_fts():
     if connection.vendor != "sqlite":
         pytest.skip("the FTS5 table exists on SQLite only")
-    if not logs._fts_in_sync("default"):
+    if not logindex.fts_in_sync("default"):
         pytest.skip("SQLite without FTS5 trigram support")
     return connection
 
 
 def fts_count(connection, q: str) -> int:
+    """Chunks whose FTS5 entry holds `q`."""
+    table = logindex.FTS_TABLE
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM {logs.FTS_TABLE} WHERE {logs.FTS_TABLE} MATCH %s", [f'"{q}"'])
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {table} MATCH %s", [f'"{q}"'])
         return cursor.fetchone()[0]
 
 
-def test_the_fts_table_follows_updates_and_deletes(run, search_lines, sqlite_fts):
+@pytest.mark.parametrize("search_lines", ["indexed"], indirect=True)
+def test_the_fts_table_follows_the_chunks(run, search_lines, sqlite_fts):
     assert fts_count(sqlite_fts, "café") == 2  # FTS5 folds all of Unicode: a superset of LIKE's matches
-    LogLine.objects.filter(text="naïve café").update(text="plain tea")
-    assert [line["text"] for line in search(run, "CAF")] == ["CAFÉ AU LAIT"]
-    assert [line["text"] for line in search(run, "tea")] == ["plain tea"]
+    assert fts_count(sqlite_fts, "lines") == 0
+    LogChunk.objects.filter(text__contains="café").update(text="other lines")
+    assert fts_count(sqlite_fts, "café") == 1
+    assert fts_count(sqlite_fts, "lines") == 1
     run.delete()
     assert fts_count(sqlite_fts, "café") == 0
-    assert fts_count(sqlite_fts, "tea") == 0
+    assert fts_count(sqlite_fts, "lines") == 0
 
 
 def test_search_scans_when_the_fts_triggers_are_gone(run, task, published, sqlite_fts):
-    # What a later migration that rebuilds jobs_logline leaves behind: the FTS table without its triggers.
+    # What a later migration that rebuilds jobs_logchunk leaves behind: the FTS table without its triggers.
     with sqlite_fts.cursor() as cursor:
-        cursor.execute(f"DROP TRIGGER {logs.FTS_TRIGGERS[0]}")
-    with LogWriter(task) as writer:
+        cursor.execute(f"DROP TRIGGER {logindex.FTS_TRIGGERS[0]}")
+    with LogWriter(task, indexer=InlineIndexer(chunk_lines=2)) as writer:
         writer.write("0", "stdout", "written after the triggers went")
+    assert LogChunk.objects.filter(task=task).count() == 1
     assert fts_count(sqlite_fts, "triggers") == 0
     assert [line["text"] for line in search(run, "TRIGGERS")] == ["written after the triggers went"]
 

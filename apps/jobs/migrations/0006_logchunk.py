@@ -3,7 +3,7 @@ the lines are live: apps/jobs/logindex.py). The trigram index of jobs.0005 is dr
 into chunks of 1,000 per attempt, and the chunks get a trigram index that also holds the run. Their text is stored
 uncompressed (STORAGE EXTERNAL): compressing it would be work on every chunk for a few megabytes per million lines.
 
-Nothing changes on SQLite, whose FTS5 table keeps indexing lines (jobs.0002).
+Nothing changes on SQLite here: its FTS5 table kept indexing lines (jobs.0002) until jobs.0017 gave it chunks too.
 """
 
 import importlib
