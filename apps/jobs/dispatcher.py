@@ -24,7 +24,7 @@ from apps.jobs import queue_policy, sparkui
 from apps.jobs.args import to_cli_args
 from apps.jobs.diagnosis import Facts, diagnose
 from apps.jobs.models import TASK_ACTIVE, Image, JobTemplate, PipelineRun, RunStatus, TaskRun, TaskStatus
-from apps.jobs.queue_scan import Queue
+from apps.jobs.queue_scan import BackfillQueue, Queue, Verdict
 from apps.jobs.references import local_args
 from apps.jobs.runstate import hold_plans, plan_of
 from apps.projects.models import Project
@@ -73,15 +73,18 @@ def dispatch(
         now = timezone.now()
         backfill = queue_policy.current() == "backfill"
         borrowing = borrowing_.Borrowing(now) if borrowing_.enabled() else None
-        # "backfill" orders by keys that change with the clock and the shares held: it reads and sorts every waiting
-        # task. "greedy" reads them in the database's order, a chunk at a time, until none behind could start; with
-        # borrowing, whole (a task refused by its quota may still start, borrowed, after all the others).
-        queue = None if backfill or borrowing else Queue(known_runs or {}, now, RUN_RELATED)
+        # Either policy reads the queue in the database's order, a chunk at a time, until none behind could start
+        # ("backfill" in its own order, once the pass knows the shares held: `BackfillQueue`); with borrowing, whole
+        # (a task refused by its quota may still start, borrowed, after all the others).
+        if borrowing is not None:
+            queue = None
+        else:
+            queue = (BackfillQueue if backfill else Queue)(known_runs or {}, now, RUN_RELATED)
         waiting = _waiting(known_runs or {}) if queue is None else queue.head()
-        # The pass's state is built for the projects of the tasks it may read. A queue read whole (backfill's, or a
-        # greedy one no longer than its first chunk: an advance's, mostly) names them, and whether any of its tasks
-        # has a limit that usage counts against (none: the active tasks, notebooks and servers are not read). Past
-        # the first chunk, the tasks not read yet may be of any project with waiting tasks, and limited.
+        # The pass's state is built for the projects of the tasks it may read. A queue read whole (with borrowing, or
+        # one no longer than its first chunk: an advance's, mostly) names them, and whether any of its tasks has a
+        # limit that usage counts against (none: the active tasks, notebooks and servers are not read). Past the
+        # first chunk, the tasks not read yet may be of any project with waiting tasks, and limited.
         whole = queue is None or queue.whole
         if whole:
             projects = {t.run.project_id: t.run.project for t in waiting}
@@ -137,8 +140,16 @@ def dispatch(
         for project_id, usage in (held(limited) if counted else {}).items():
             per_project[project_id] += usage
         plan = queue_policy.Backfill(now, running) if backfill else None
-        if plan is not None:
+        if plan is not None and whole:
             waiting.sort(key=lambda t: queue_policy.order_key(t, now, per_project))
+        elif plan is not None:
+            # The same order from the database: the shares as `order_key` computes them, once, before the walk.
+            fair = getattr(settings, "PORTAL_QUEUE_FAIR_SHARE", True)
+            shares = {
+                pk: queue_policy.dominant_share(project, per_project.get(pk, Resources.none())) if fair else 0.0
+                for pk, project in projects.items()
+            }
+            queue.order(queue_policy.aging_level(now), queue_policy.share_ranks(shares))
         timeouts = _Timeouts(waiting)
         chosen: list[tuple[TaskRun, Pool]] = []
 
@@ -147,7 +158,23 @@ def dispatch(
             reason, pool, _short = _place(task, per_project, tasks_of, in_flight, defaultdict(int), pools)
             return reason, pool is not None
 
-        for task in waiting if queue is None else queue.walk(judge):
+        def verdict(task: TaskRun, seconds: float | None, known: bool) -> Verdict:
+            # For the tasks a backfill pass does not read, one of a group: what the walk would do with it now.
+            assert plan is not None
+            placed = _place(task, per_project, tasks_of, in_flight, per_run, pools, gang=True)
+            return _backfill_verdict(plan, pools, task, placed, seconds, known)
+
+        def own_runs() -> set[int]:
+            # Runs whose own state bears on their tasks: tasks active (parallelism), in flight (concurrent runs).
+            return {pk for pk, count in per_run.items() if count} | set().union(*in_flight.values())
+
+        if queue is None or (plan is not None and whole):
+            tasks = iter(waiting)
+        elif isinstance(queue, BackfillQueue):
+            tasks = queue.scan(verdict, own_runs)
+        else:
+            tasks = queue.walk(judge)
+        for task in tasks:
             if task.not_before and task.not_before > now:
                 continue
             need = task_demand(task.resources, task.replicas)
@@ -366,6 +393,44 @@ def _beside_reservations(
     return None, kept.placed if kept is not None else None
 
 
+def _backfill_verdict(
+    plan: queue_policy.Backfill,
+    pools: Pools,
+    task: TaskRun,
+    placed: tuple[str, Pool | None, str],
+    seconds: float | None,
+    known: bool,
+) -> Verdict:
+    """What the walk would do now with a task it has not read (`placed`: `_place`'s answer for it; `seconds`: its
+    declared run time, when `known`), changing nothing (apps/jobs/queue_scan.py, `BackfillQueue`). A refused task may
+    reserve its first pool (nodes, else total) and its quota where those are not reserved yet; one that fits now is
+    held back by the first reservation it would delay, in the order `_beside_reservations` checks them."""
+    reason, pool, short_of = placed
+    project = task.run.project
+    quota = queue_policy.quota_scope(project.pk)
+    if pool is None:
+        creates = set()
+        if short_of == "room" and (first := pools.of(project)):
+            _free, capacity = pools.free(first[0])
+            if capacity is not None and queue_policy.by_node(capacity.nodes):
+                creates.add(queue_policy.nodes_scope(first[0]))
+            creates.add(first[0].runtime)
+        if short_of and getattr(project, "quota", None) is not None:
+            creates.add(quota)
+        return Verdict(reason, False, creates=frozenset(creates - plan.reserved.keys()))
+    if not known:
+        return Verdict("", True)  # how long it runs decides whether it may start: the walk reads it
+    kept = _nodes_kept(plan, pools, pool, task, seconds)
+    if kept is not None and kept.placed is None:
+        scope, holder = queue_policy.nodes_scope(pool), kept.reservation
+    elif found := plan.blocking([pool.runtime, quota], task_demand(task.resources, task.replicas), seconds):
+        scope, holder = found
+    else:
+        return Verdict("", True)
+    order = [queue_policy.nodes_scope(pool), pool.runtime, quota]
+    return Verdict(holder.waiting, False, before=frozenset(order[: order.index(scope)]))
+
+
 def _spans_nodes(task: TaskRun, pools: Pools, pool: Pool) -> bool:
     """Whether the task's replicas need more than one node of the pool (where it reports its nodes)."""
     _free, capacity = pools.free(pool)
@@ -382,16 +447,23 @@ class _Timeouts:
 
     def __init__(self, waiting: list[TaskRun]) -> None:
         self.waiting = waiting
-        self.templates: dict[int, int | None] | None = None
+        self.templates: dict[int, int | None] = {}
+        self.looked: set[int] = set()
 
     def of(self, task: TaskRun) -> float | None:
         node = plan_of(task.run).nodes[task.node]
         if node.get("timeout"):
             return float(node["timeout"])
-        if self.templates is None:
-            ids = {plan_of(t.run).nodes[t.node].get("template_id") for t in self.waiting}
-            self.templates = dict(JobTemplate.objects.filter(pk__in=ids - {None}).values_list("pk", "timeout"))
-        timeout = self.templates.get(node.get("template_id"))
+        template_id = node.get("template_id")
+        if template_id is None:
+            return None
+        if template_id not in self.looked:
+            # Those of the tasks read first, at once; a later chunk's task of another template, its own.
+            ids = {plan_of(t.run).nodes[t.node].get("template_id") for t in self.waiting} | {template_id}
+            ids -= self.looked | {None}
+            self.templates.update(JobTemplate.objects.filter(pk__in=ids).values_list("pk", "timeout"))
+            self.looked |= ids
+        timeout = self.templates.get(template_id)
         return float(timeout) if timeout else None
 
 

@@ -389,6 +389,10 @@ class TaskRun(models.Model):
     # the runtime reports it cancelled, the orchestrator records it so and requeues its node as a new attempt.
     borrowed = models.BooleanField(default=False)
     preempted_at = models.DateTimeField(null=True, blank=True)
+    # Its node's declared timeout in seconds, copied from the run's frozen spec when the row is made (None: the node
+    # declares none and its template's counts): the backfill queue groups the waiting tasks it has not read by it
+    # (apps/jobs/queue_scan.py), as whether one may start beside a reservation depends on how long it runs.
+    timeout = models.PositiveIntegerField(null=True, blank=True)
 
     tenant_path = "run__project"
 

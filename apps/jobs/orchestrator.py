@@ -38,6 +38,7 @@ from apps.jobs.models import (
 )
 from apps.jobs.runstate import (
     RunPlan,
+    declared_timeout,
     forget_node_states,
     locked_node_states,
     node_states,
@@ -199,6 +200,7 @@ def _next_attempt(task: TaskRun, now, backoff: float, reason: str, **fields) -> 
         status=TaskStatus.WAITING,
         resources=task.resources,
         replicas=task.replicas,
+        timeout=declared_timeout(plan_of(task.run).nodes[task.node]),
         cache_key=task.cache_key,
         not_before=now + timedelta(seconds=backoff),
         waiting_reason=reason,
@@ -386,7 +388,14 @@ def _create_ready_tasks(run: PipelineRun, plan: RunPlan, tasks: dict[str, TaskRu
             continue
         bad = [dep for dep in deps if tasks[dep].status in FAILED_UPSTREAM]
         replicas = int(node.get("replicas", 1))  # frozen from its template (services._freeze)
-        task = TaskRun(run=run, node=name, resources=node.get("resources", {}), replicas=replicas, created_at=now)
+        task = TaskRun(
+            run=run,
+            node=name,
+            resources=node.get("resources", {}),
+            replicas=replicas,
+            timeout=declared_timeout(node),
+            created_at=now,
+        )
         if bad:
             task.status, task.reason, task.finished_at = TaskStatus.UPSTREAM_FAILED, f"upstream {bad[0]} failed", now
         elif node.get("skip"):

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Case, Expression, IntegerField, Value, When
 
 from apps.runtime.workload import NodeRoom, place_replicas
 from portal.lib.resources import UNLIMITED, Resources
@@ -46,6 +47,26 @@ def effective_priority(priority: int, waited_seconds: float) -> int:
     if step <= 0 or waited_seconds <= 0:
         return priority
     return priority + min(int(waited_seconds // step), settings.PORTAL_QUEUE_AGING_MAX)
+
+
+def aging_level(now: datetime) -> Expression:
+    """The aging levels `effective_priority` adds, as a database expression over a task's `created_at` (the queue
+    read in order a chunk at a time, apps/jobs/queue_scan.py): thresholds, no division, so that the level is the same
+    integer: `int(waited // step) >= k` exactly when `created_at <= now - k × step`."""
+    step, top = settings.PORTAL_QUEUE_AGING_SECONDS, settings.PORTAL_QUEUE_AGING_MAX
+    if step <= 0 or top == 0:
+        return Value(0, output_field=IntegerField())
+    if top < 0:  # min(levels, top) is `top` for any wait at all
+        return Case(When(created_at__lt=now, then=Value(top)), default=Value(0), output_field=IntegerField())
+    levels = [When(created_at__lte=now - timedelta(seconds=k * step), then=Value(k)) for k in range(top, 0, -1)]
+    return Case(*levels, default=Value(0), output_field=IntegerField())
+
+
+def share_ranks(shares: dict[int, float]) -> dict[int, int]:
+    """Each project's place among the distinct dominant shares (0: the smallest): ordering by it is ordering by the
+    share, ties kept, without comparing floats in the database."""
+    distinct = sorted(set(shares.values()))
+    return {project_id: distinct.index(share) for project_id, share in shares.items()}
 
 
 def dominant_share(project: Any, held: Resources) -> float:
@@ -186,14 +207,26 @@ class Backfill:
         """The reservation that a task fitting now in all `scopes` (needing `need` for at most `seconds`: its timeout,
         None when it declares none) would delay; None when it may start — then what it keeps past each reservation's
         time is set aside from what is left there."""
-        end = self.now + timedelta(seconds=seconds) if seconds is not None else None
-        past = [r for r in (self.reserved.get(s) for s in scopes) if r is not None and (end is None or end > r.at)]
-        for reservation in past:
-            if reservation.extra.exceeded_by(need):
-                return reservation
-        for reservation in past:
+        if found := self.blocking(scopes, need, seconds):
+            return found[1]
+        for reservation in self._past(scopes, seconds):
             reservation.extra -= need
         return None
+
+    def blocking(self, scopes: list[Any], need: Resources, seconds: float | None) -> tuple[Any, Reservation] | None:
+        """`blocker`'s answer and its scope, changing nothing (the queue read in chunks asks it of tasks not read)."""
+        for scope, reservation in zip(scopes, self._past(scopes, seconds, keep_none=True), strict=True):
+            if reservation is not None and reservation.extra.exceeded_by(need):
+                return scope, reservation
+        return None
+
+    def _past(self, scopes: list[Any], seconds: float | None, keep_none: bool = False) -> list[Any]:
+        """The reservations of `scopes` that a task starting now and running `seconds` would still hold room past
+        (`keep_none`: None in place of the others, one per scope)."""
+        end = self.now + timedelta(seconds=seconds) if seconds is not None else None
+        found = [self.reserved.get(s) for s in scopes]
+        past = [r if r is not None and (end is None or end > r.at) else None for r in found]
+        return past if keep_none else [r for r in past if r is not None]
 
     def started(self, scopes: list[Any], need: Resources, seconds: float | None) -> None:
         """A task starts in this pass: it holds `need` in each of `scopes` until its declared end."""

@@ -57,6 +57,14 @@ class RunPlan:
         )
 
 
+def declared_timeout(node: dict[str, Any]) -> int | None:
+    """A frozen node's declared timeout in whole seconds, as copied onto each of its task rows (`TaskRun.timeout`);
+    None where it declares none (its template's then counts, `dispatcher._Timeouts`) or one that is not a whole
+    number of seconds (validation allows none such; a row then says nothing rather than something else)."""
+    timeout = node.get("timeout")
+    return timeout if type(timeout) is int and timeout > 0 else None
+
+
 _plans: OrderedDict[tuple[int, str], RunPlan] = OrderedDict()
 _plans_lock = threading.Lock()
 _plans_capacity = _PLAN_CACHE_SIZE  # grows to the largest queue a pass has walked (`hold_plans`)

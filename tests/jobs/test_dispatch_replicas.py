@@ -114,6 +114,18 @@ def test_a_retry_holds_as_many_replicas_as_the_attempt_it_retries(world, ddp):
     assert retry.replicas == 2
 
 
+def test_a_task_and_its_retry_record_the_timeout_their_node_declares(world, ddp):
+    # The backfill queue groups the tasks it has not read by it (apps/jobs/queue_scan.py `BackfillQueue`).
+    heartbeat_agent(cpu=32, gpu=16)
+    pipe = pipeline(world.project_a, world.alice, [{**NODE[0], "retries": 1, "retry_backoff": 0, "timeout": 600}])
+    run = started(pipe, world.alice)
+    first = task_of(run)
+    assert first.timeout == 600
+    LocalWorkload.objects.filter(uid=first.handle).update(state="failed", exit_code=1, reason="boom", finished_at=now())
+    orchestrator.advance_run(run.pk)
+    assert TaskRun.objects.get(run=run, node="train", attempt=2).timeout == 600
+
+
 def test_a_spark_node_counts_once_on_this_machine_where_it_runs_as_one_process(world, ddp):
     heartbeat_agent(cpu=32, gpu=16)
     gpu_quota(world.project_a, 6)
