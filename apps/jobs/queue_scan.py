@@ -233,6 +233,7 @@ class BackfillQueue(Queue):
     def __init__(self, known_runs: dict[int, PipelineRun], now: datetime, related: tuple[str, ...]) -> None:
         super().__init__(known_runs, now, related)
         self.ordered = False
+        self._read_ids: set[int] = set()  # the tasks `scan` read: those after them are the ones not read
         self._own: set[int] = set()
         self._verdicts: BackfillJudge | None = None
         self._own_runs: Callable[[], set[int]] = set
@@ -255,6 +256,7 @@ class BackfillQueue(Queue):
             rows = self._chunk(size)
             yield from (t for t in rows if t.run.status in LIVE)
             self.read += len(rows)
+            self._read_ids.update(t.pk for t in rows)
             if len(rows) < size:
                 return
             last = rows[-1]
@@ -274,7 +276,10 @@ class BackfillQueue(Queue):
             stored = group["waiting_reason"]
             if reason == stored:
                 continue
-            members = self._due().filter(
+            # The tasks not read are the waiting ones but those read: listed so, not by the order's keyset, whose
+            # CASE on every row PostgreSQL planned as a nested loop over a queue just inserted (no statistics yet).
+            due = self.waiting.filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
+            members = due.exclude(pk__in=self._read_ids).filter(
                 run__project_id=group["run__project_id"],
                 replicas=group["replicas"],
                 timeout=group["timeout"],
