@@ -50,5 +50,5 @@ def test_the_shapes_are_what_the_code_writes():
     assert 'f"replica {bad[0].name} {reason}"' in agent
     assert 'f"timeout: still running after {workload.timeout} s"' in agent
     assert 'f"waiting for a slot — pipeline parallelism {per_run[run.pk]}/{parallelism} in use"' in dispatcher
-    assert 'f"retry {task.attempt}/{retries} after {backoff:g} s backoff ({task.reason})"' in orchestrator
+    assert 'f"retry {failures}/{retries} after {backoff:g} s backoff ({task.reason})"' in orchestrator
     assert 'f"upstream {bad[0]} failed"' in orchestrator
