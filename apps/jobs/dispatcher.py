@@ -383,14 +383,25 @@ def _beside_reservations(
     delay (then it waits), else None and where it goes on the pool's nodes when a reservation of nodes decided that
     (None: where `Pools.take` puts it). A task that may start is counted in `scopes` until its declared end, and
     told the reserved nodes it must keep off (`kept_off`, for its workload's `avoid_nodes`)."""
-    kept = _nodes_kept(plan, pools, pool, task, seconds)
-    if kept is not None and kept.placed is None:
-        return kept.reservation, None
-    if holder := plan.blocker(scopes, need, seconds):
-        return holder, None
+    held, kept = _held_back(plan, pools, pool, task, need, scopes, seconds)
+    if held is not None:
+        return held[1], None
+    plan.set_aside(scopes, need, seconds)
     plan.started(scopes, need, seconds)
     task.kept_off = kept.started() if kept is not None else []
     return None, kept.placed if kept is not None else None
+
+
+def _held_back(
+    plan: queue_policy.Backfill, pools: Pools, pool: Pool, task: TaskRun, need: Resources, scopes: list, seconds
+) -> tuple[tuple[Any, queue_policy.Reservation] | None, _Kept | None]:
+    """The first reservation that a task fitting now in `pool` would delay, and its scope, checked in this order: the
+    reserved nodes of the pool, then `scopes` (None: none; it may start), changing nothing; and the reservation of
+    the pool's nodes it would run past, if any, with where it fits beside it."""
+    kept = _nodes_kept(plan, pools, pool, task, seconds)
+    if kept is not None and kept.placed is None:
+        return (queue_policy.nodes_scope(pool), kept.reservation), kept
+    return plan.blocking(scopes, need, seconds), kept
 
 
 def _backfill_verdict(
@@ -404,7 +415,7 @@ def _backfill_verdict(
     """What the walk would do now with a task it has not read (`placed`: `_place`'s answer for it; `seconds`: its
     declared run time, when `known`), changing nothing (apps/jobs/queue_scan.py, `BackfillQueue`). A refused task may
     reserve its first pool (nodes, else total) and its quota where those are not reserved yet; one that fits now is
-    held back by the first reservation it would delay, in the order `_beside_reservations` checks them."""
+    held back by the first reservation it would delay (`_held_back`, as `_beside_reservations` asks it)."""
     reason, pool, short_of = placed
     project = task.run.project
     quota = queue_policy.quota_scope(project.pk)
@@ -420,14 +431,12 @@ def _backfill_verdict(
         return Verdict(reason, False, creates=frozenset(creates - plan.reserved.keys()))
     if not known:
         return Verdict("", True)  # how long it runs decides whether it may start: the walk reads it
-    kept = _nodes_kept(plan, pools, pool, task, seconds)
-    if kept is not None and kept.placed is None:
-        scope, holder = queue_policy.nodes_scope(pool), kept.reservation
-    elif found := plan.blocking([pool.runtime, quota], task_demand(task.resources, task.replicas), seconds):
-        scope, holder = found
-    else:
+    scopes = [pool.runtime, quota]
+    held, _kept = _held_back(plan, pools, pool, task, task_demand(task.resources, task.replicas), scopes, seconds)
+    if held is None:
         return Verdict("", True)
-    order = [queue_policy.nodes_scope(pool), pool.runtime, quota]
+    scope, holder = held
+    order = [queue_policy.nodes_scope(pool), *scopes]
     return Verdict(holder.waiting, False, before=frozenset(order[: order.index(scope)]))
 
 

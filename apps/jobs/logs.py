@@ -496,9 +496,15 @@ def _searched(
             return found
         after, count = stopped, PROBE_LINES
     rest = limit - len(found)
-    if len(q) >= TRIGRAM and len(found) * CHUNK_LINES * 4 <= count:
+    if _rare(q, found, count):
         return found + _matching(run, node, lines.filter(pk__gt=after), [q], rest)
     return found + _dicts(_after(lines, run_id, after).filter(text__ilike=pattern)[:rest])
+
+
+def _rare(q: str, found: list[dict[str, Any]], count: int) -> bool:
+    """Whether to look `q` up in the index after a probe that found `found` in `count` lines (see PROBE_LINES): it is
+    long enough for a trigram index, and found at most once per 4 * CHUNK_LINES lines of the probe."""
+    return len(q) >= TRIGRAM and len(found) * CHUNK_LINES * 4 <= count
 
 
 def _probed(window: QuerySet[LogLine], pattern: str, limit: int) -> tuple[list[dict[str, Any]], int | None]:
@@ -549,7 +555,7 @@ def _fts_searched(
             return found
         after, count = end, PROBE_LINES
     rest = limit - len(found)
-    if len(q) >= TRIGRAM and len(found) * CHUNK_LINES * 4 <= count:
+    if _rare(q, found, count):
         groups = candidates(_run_id(run), node, [q], lines.db)
         spanned = sum(span.last_seq - span.first_seq + 1 for group in groups for span in group)
         if spanned * SPANS_SHARE < sum(last_seqs(_run_id(run))[0].values()):

@@ -209,24 +209,30 @@ class Backfill:
         time is set aside from what is left there."""
         if found := self.blocking(scopes, need, seconds):
             return found[1]
-        for reservation in self._past(scopes, seconds):
-            reservation.extra -= need
+        self.set_aside(scopes, need, seconds)
         return None
 
     def blocking(self, scopes: list[Any], need: Resources, seconds: float | None) -> tuple[Any, Reservation] | None:
         """`blocker`'s answer and its scope, changing nothing (the queue read in chunks asks it of tasks not read)."""
-        for scope, reservation in zip(scopes, self._past(scopes, seconds, keep_none=True), strict=True):
+        for scope in scopes:
+            reservation = self._past(scope, seconds)
             if reservation is not None and reservation.extra.exceeded_by(need):
                 return scope, reservation
         return None
 
-    def _past(self, scopes: list[Any], seconds: float | None, keep_none: bool = False) -> list[Any]:
-        """The reservations of `scopes` that a task starting now and running `seconds` would still hold room past
-        (`keep_none`: None in place of the others, one per scope)."""
-        end = self.now + timedelta(seconds=seconds) if seconds is not None else None
-        found = [self.reserved.get(s) for s in scopes]
-        past = [r if r is not None and (end is None or end > r.at) else None for r in found]
-        return past if keep_none else [r for r in past if r is not None]
+    def set_aside(self, scopes: list[Any], need: Resources, seconds: float | None) -> None:
+        """A task that `blocking` lets start keeps `need` past each reservation's time: taken from what is left
+        there."""
+        for scope in scopes:
+            if (reservation := self._past(scope, seconds)) is not None:
+                reservation.extra -= need
+
+    def _past(self, scope: Any, seconds: float | None) -> Reservation | None:
+        """The reservation of `scope` when a task starting now and running `seconds` would still hold room past it."""
+        reservation = self.reserved.get(scope)
+        if reservation is None or (seconds is not None and self.now + timedelta(seconds=seconds) <= reservation.at):
+            return None
+        return reservation
 
     def started(self, scopes: list[Any], need: Resources, seconds: float | None) -> None:
         """A task starts in this pass: it holds `need` in each of `scopes` until its declared end."""

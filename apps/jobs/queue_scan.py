@@ -129,13 +129,7 @@ class Queue:
             )
             if touched:
                 members = members.exclude(run_id__in=touched)
-            shape = _shape(group["resources"])
-            ids = [pk for pk, resources in members.values_list("pk", "resources") if _shape(resources) == shape]
-            if not ids:
-                continue
-            TaskRun.objects.filter(pk__in=ids).update(waiting_reason=reason)
-            for task in TaskRun.objects.filter(pk__in=ids):
-                changed.append(task)
+            changed += _rewrite(members, group["resources"], reason)
         return changed
 
     def _rest(self) -> QuerySet[TaskRun]:
@@ -185,6 +179,17 @@ class Queue:
 
 def _shape(resources: Any) -> str:
     return json.dumps(resources, sort_keys=True)
+
+
+def _rewrite(members: QuerySet[TaskRun], resources: Any, reason: str) -> list[TaskRun]:
+    """Give those of `members` whose resources are the group's (`resources`, compared as JSON with sorted keys) the
+    group's new `reason` (one UPDATE); returns them as rewritten."""
+    shape = _shape(resources)
+    ids = [pk for pk, held in members.values_list("pk", "resources") if _shape(held) == shape]
+    if not ids:
+        return []
+    TaskRun.objects.filter(pk__in=ids).update(waiting_reason=reason)
+    return list(TaskRun.objects.filter(pk__in=ids))
 
 
 @dataclass(frozen=True)
@@ -289,11 +294,7 @@ class BackfillQueue(Queue):
                 members = members.filter(run_id=group["own_run"])
             elif self._own:
                 members = members.exclude(run_id__in=self._own)
-            shape = _shape(group["resources"])
-            ids = [pk for pk, resources in members.values_list("pk", "resources") if _shape(resources) == shape]
-            if ids:
-                TaskRun.objects.filter(pk__in=ids).update(waiting_reason=reason)
-                changed.extend(TaskRun.objects.filter(pk__in=ids))
+            changed += _rewrite(members, group["resources"], reason)
         return changed
 
     def _rest(self) -> QuerySet[TaskRun]:
