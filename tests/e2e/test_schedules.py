@@ -48,6 +48,7 @@ def test_a_schedule_is_created_paused_backfilled_and_deleted(browsing, world):
     card.get_by_role("button", name="Backfill", exact=True).click()
     expect(page.locator(".alert-success")).to_have_text("Backfill started 2 runs.")
     assert PipelineRun.objects.filter(schedule=schedule, trigger="backfill").count() == 2
+    browsing.wait_for_scripts()  # the page after the backfill: Delete asks through portal.js's dialog
 
     page.locator("[data-schedule]").get_by_role("button", name="Delete").click()
     dialog = page.locator("#confirm-dialog")

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from apps.runtime.local.processes import ExitWaiter, TreeSampler, kill_tree
 
@@ -97,6 +98,36 @@ def test_a_replicas_peak_is_its_own_not_the_peak_it_inherits_from_the_agent():
     finally:
         exits.close()
     assert exits.peak[proc.pid] < 100 * 2**20  # unknown (0): the sampled peaks stand in
+
+
+# An agent that reaps a 200 MiB burst with ExitWaiter and prints the peak it reads (started below by a process
+# holding more than the burst).
+AGENT = """
+import subprocess, sys
+from apps.runtime.local.processes import ExitWaiter
+burst = subprocess.Popen([sys.executable, "-c", "block = b'x' * (200 * 2**20)\\ndel block\\n"])
+exits = ExitWaiter([burst])
+assert exits.reap(burst) == 0
+exits.close()
+print(exits.peak[burst.pid])
+"""
+
+
+def test_a_burst_is_measured_even_when_the_agent_was_started_by_a_bigger_process():
+    """The agent's own peak, under which a replica's wait4 peak says nothing, is that of its own memory, not the
+    ru_maxrss it inherited at its start: an agent started by a pytest worker that had grown past 400 MiB lost every
+    burst below that, and a task that held 400 MiB under a 128 MiB limit for less than the watchdog's look
+    succeeded (CI, tests/jobs/test_agent_usage.py)."""
+    parent = f"""
+import subprocess, sys
+held = b'y' * (400 * 2**20)
+sys.stdout.write(subprocess.run([sys.executable, "-c", {AGENT!r}], capture_output=True, text=True, check=True).stdout)
+"""
+    root = Path(__file__).resolve().parents[2]  # where `apps` imports from
+    out = subprocess.run(
+        [sys.executable, "-c", parent], capture_output=True, text=True, timeout=120, check=True, cwd=root
+    )
+    assert 200 * 2**20 <= int(out.stdout) < 400 * 2**20
 
 
 def test_exit_waiter_reaps_a_replica_that_exits_and_reads_what_it_used():

@@ -216,8 +216,16 @@ class TreeSampler:
 
 
 def _own_peak_rss() -> int:
-    """This process's peak resident set, in bytes."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """The peak resident set of this process's own memory (VmHWM), in bytes: what a process it spawns starts its
+    wait4 peak at. Not getrusage's ru_maxrss, which also holds the peak this process inherited when it was started
+    (a parent that once held 500 MiB gives its child a ru_maxrss of 500 MiB for life, though the child's own
+    memory never held more than 22): an agent started by a big process took every replica below that for
+    inherited and lost the peak of a short burst over its limit."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # elsewhere: an upper bound of the same
     return peak * (1 if sys.platform == "darwin" else 1024)
 
 
@@ -242,9 +250,9 @@ class ExitWaiter:
         self.reaped: set[int] = set()
         self.cpu: dict[int, float] = {}
         self.peak: dict[int, int] = {}
-        # Linux keeps a process's peak RSS across execve, so a replica's wait4 peak starts at this process's own
-        # peak when it was started (measured: a /bin/true spawned by a process that once held 511 MiB reports
-        # 511 MiB). A peak up to this one says nothing about the replica: the sampled peaks stand in for it.
+        # Linux keeps a process's peak RSS across execve, so a replica's wait4 peak starts at the peak of this
+        # process's memory when it was started (measured: a /bin/true spawned by a process that once held 511 MiB
+        # reports 511 MiB). A peak up to that says nothing about the replica: the sampled peaks stand in for it.
         self.inherited = _own_peak_rss()
         try:
             self.fds = [os.pidfd_open(proc.pid) for proc in procs]
