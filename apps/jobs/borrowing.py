@@ -8,10 +8,15 @@ the queue (apps/jobs/dispatcher.py) also does this, in every pass:
   tried after every task within its quota, in the queue's order. A borrowed task does not count against its quota
   (what a project holds within it is its other tasks) and may be preempted.
 - **Claimants.** A waiting task that its quota admits but its pool has no room for gets borrowed tasks of *other*
-  projects on that pool preempted, youngest first (the least work lost), as many as its need takes with what is free
-  and what is being freed already — and none when all of them would not cover it (stopping them would not start
-  it). What is free now is set aside for it for the rest of the pass, so that no task behind it takes the room, and
-  nothing is borrowed in that pool in the pass (the tasks preempted for it, requeued, would borrow the room back).
+  projects on that pool preempted, as many as its need takes with what is free and what is being freed already —
+  and none when all of them would not start it, or when none stands in its way. Where the runtime names its nodes
+  and the tasks on them, that is judged on the nodes: the task is placed (as the runtime places it) as if every
+  borrowed task were gone, on the nodes whose borrowed tasks have run the fewest GPU-seconds first, and only the
+  borrowed tasks on the nodes it would use are stopped, each node's youngest first (a claim by the pool's total
+  stopped tasks on nodes it could not use, and one that stopped nothing still held the room). Elsewhere, youngest
+  first (the least work lost). What is free now (on its nodes, where known) is set aside for it for the rest of the
+  pass, so that no task behind it takes the room, and nothing is borrowed in that pool in the pass (the tasks
+  preempted for it, requeued, would borrow the room back).
 - The runtime is asked to stop a victim through its ordinary `cancel`; the task is marked `preempted_at` at once (a
   later pass counts its room as coming, not as borrowable again). When the runtime reports it cancelled, the
   orchestrator records it "preempted" and requeues its node as a new attempt in its old place in the queue
@@ -25,17 +30,19 @@ the queue (apps/jobs/dispatcher.py) also does this, in every pass:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 
+from apps.jobs import queue_policy
 from apps.jobs.models import TASK_ACTIVE, TaskRun
 from apps.jobs.runstate import plan_of
 from apps.projects.models import Quota
 from apps.runtime.base import get_runtime
 from apps.runtime.placement import Pool, Pools
+from apps.runtime.workload import NodeRoom, place_replicas
 from portal.lib.resources import Resources
 
 
@@ -117,7 +124,12 @@ class Borrowing:
 
     def claim(self, task: TaskRun, pool: Pool, need: Resources, pools: Pools) -> str:
         """Preempt borrowed tasks of other projects for `task` (admitted by its quota, short of room in `pool`) when
-        they cover its need; returns what its waiting reason adds ("" when nothing is or will be freed for it)."""
+        that starts it; returns what its waiting reason adds ("" when nothing is or will be freed for it).
+
+        Where the runtime names its nodes and the tasks on them, the victims are those on the nodes where the task's
+        replicas would then fit (`_on_nodes`); none when stopping every borrowed task would not place it — room
+        freed elsewhere would not start it, and a claim sets the pool's room aside for the pass. Then, and where only
+        the pool's total is known, youngest first until the total covers its need."""
         if not pools.runtime(pool).can_preempt:
             return ""
         free, _capacity = pools.free(pool)
@@ -130,22 +142,35 @@ class Borrowing:
             key=lambda v: (v.since or self.now, v.pk),
             reverse=True,  # youngest first
         )
-        available, chosen = free, []
-        for victim in [*coming, *others]:
+        order = [*coming, *others]
+        nodes = pools.nodes(pool)
+        chosen, placed = [], None
+        if queue_policy.by_node(nodes):
+            on_nodes = _on_nodes(nodes, order, Resources.from_json(task.resources), task.replicas, self.now)
+            if on_nodes is None:
+                return ""  # all of them would not place it: stop none
+            chosen, placed = on_nodes
+        available = free + sum((v.holds for v in chosen), Resources.none())
+        for victim in order:
             if not available.exceeded_by(need):
                 break
-            available += victim.holds
-            chosen.append(victim)
-        if available.exceeded_by(need):
-            return ""  # all of them would not start it: stop none
+            if victim not in chosen:
+                available += victim.holds
+                chosen.append(victim)
+        if available.exceeded_by(need) or not chosen:
+            return ""  # all of them would not start it (or none stands in its way): stop none
         stopping = [v for v in chosen if not v.preempting]
         for victim in chosen:
             victim.claimed = True
         for victim in stopping:
             self._preempt(victim)
-        # The room free now is the claimant's for the rest of the pass.
+        # The room free now is the claimant's for the rest of the pass (on its nodes, where they are known).
         self.claiming.add(pool)
-        pools.take(pool, Resources.of(*(min(max(free.amount(n), 0), need.amount(n)) for n in ("cpu", "memory", "gpu"))))
+        if placed is not None:
+            kept = [(i, _least(nodes[i].free, part)) for i, part in placed]
+            pools.take(pool, sum((part for _i, part in kept), Resources.none()), Resources.none(), placed=kept)
+        else:
+            pools.take(pool, _least(free, need))
         return "; borrowed tasks of other projects are being preempted for it"
 
     def _preempt(self, victim: Victim) -> None:
@@ -154,3 +179,51 @@ class Borrowing:
             get_runtime(victim.runtime).cancel(victim.handle)
             self.preempted.append(victim.pk)
         victim.preempting = True
+
+
+def _on_nodes(
+    nodes: list[NodeRoom], order: list[Victim], replica: Resources, count: int, now: datetime
+) -> tuple[list[Victim], list[tuple[int, Resources]]] | None:
+    """The victims to stop so that `count` replicas of `replica` fit on `nodes` (each victim's room on a node is what
+    the node's holders say it holds there), and where the replicas then go; None when stopping all of `order` would
+    not place them. The replicas are placed as if every victim were gone, on the nodes whose victims have run the
+    fewest GPU-seconds first (the least work lost), then each node they use is freed of its victims in `order`
+    (coming first, then youngest) until its part fits."""
+    where: dict[int, list[tuple[int, Resources]]] = defaultdict(list)  # task run id → (node index, held there)
+    for i, room in enumerate(nodes):
+        for holder, holds in room.holders:
+            where[holder].append((i, holds))
+    free = [room.free for room in nodes]
+    most = list(free)
+    for victim in order:
+        for i, holds in where.get(victim.pk, ()):
+            most[i] += holds
+    lost = [0.0] * len(nodes)  # GPU-seconds run by the victims on each node
+    for victim in order:
+        ran = (now - (victim.since or now)).total_seconds()
+        for i, holds in where.get(victim.pk, ()):
+            lost[i] += ran * holds.gpu
+    cheapest = sorted(range(len(nodes)), key=lambda i: (lost[i], i))
+    rooms = [replace(nodes[i], free=most[i]) for i in cheapest]
+    found = place_replicas(rooms, replica, count)
+    if found is None:
+        return None
+    placed = [(cheapest[k], part) for k, part in found]
+    wanted: dict[int, Resources] = defaultdict(Resources.none)
+    for i, part in placed:
+        wanted[i] += part
+    chosen: list[Victim] = []
+    for i, part in wanted.items():
+        for victim in order:
+            if not free[i].exceeded_by(part):
+                break
+            if victim in chosen or not any(j == i for j, _h in where.get(victim.pk, ())):
+                continue
+            chosen.append(victim)
+            for j, holds in where[victim.pk]:
+                free[j] += holds
+    return chosen, placed
+
+
+def _least(a: Resources, b: Resources) -> Resources:
+    return Resources.of(*(min(max(a.amount(n), 0), b.amount(n)) for n in ("cpu", "memory", "gpu")))

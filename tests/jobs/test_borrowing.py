@@ -161,3 +161,60 @@ def test_nobody_starves_and_quotas_hold_without_the_borrowed_tasks(owner):
             assert w.ended_at - w.started_at == pytest.approx(jobs[w.key].duration)
     assert TaskRun.objects.filter(status=TaskStatus.FAILED).count() == 0
     assert summarise(outcome).preempted > 0  # the trace does exercise preemption
+
+
+def test_a_claim_stops_the_borrowed_tasks_on_the_node_where_the_claimant_then_fits(owner):
+    # Two nodes. a (quota 4) holds 4 GPUs on node 0 and borrows 4 more there (job 2, from 0) and 2 on node 1 (job 4,
+    # from 2, beside b's 6). At 10 b (quota 10) needs 4: stopping job 4, the youngest, frees only 2 GPUs on node 1,
+    # where the task would still not fit; job 2 alone frees node 0's 4. By the pool's total, job 4 went first and
+    # job 2 after it: two tasks stopped where one starts it.
+    jobs = [
+        Job(1, 0, "a", 4, 1, 0, 1000),
+        Job(2, 0, "a", 4, 1, 0, 1000),
+        Job(3, 1, "b", 6, 1, 0, 1000),
+        Job(4, 2, "a", 2, 1, 0, 1000),
+        Job(5, 10, "b", 4, 1, 0, 100),
+    ]
+    outcome, cluster = replay(jobs, owner, quotas={"a": 4, "b": 10}, nodes=2)
+    assert outcome.started[5] == 10
+    assert [len(attempts(n)) for n in (2, 3)] == [2, 1]  # a's runs #2 and #3: jobs 2 and 4
+    assert {w.key for w in cluster.workloads.values() if w.phase == Phase.CANCELLED} == {"2"}
+
+
+def test_no_claim_where_no_node_would_hold_the_claimant_and_the_room_stays_open(owner):
+    # Three nodes; c's long 1-GPU jobs 1 and 3 sit on nodes 0 and 1 (job 2 fills node 0 for a second, so that job 3
+    # goes to node 1), a's job 4 beside job 3, all within their quotas. At 10 b needs two whole nodes (16 GPUs): 22
+    # GPUs are free in all but one node is whole, and no borrowed task stands in its way. It claims nothing and waits
+    # for its reservation (nodes 0 and 2 at 1000). At 20 a's job 6, above a's quota, borrows a GPU for 100 s, ending
+    # before that: it starts at once. A claim that freed nothing used to set the pool's room aside for b and keep
+    # every borrower out until b started.
+    jobs = [
+        Job(1, 0, "c", 1, 1, 0, 1000),
+        Job(2, 0, "c", 7, 1, 0, 1),
+        Job(3, 0, "c", 1, 1, 0, 1000),
+        Job(4, 0, "a", 1, 1, 0, 5000),
+        Job(5, 10, "b", 16, 1, 0, 100),
+        Job(6, 20, "a", 1, 1, 0, 100),
+    ]
+    outcome, cluster = replay(jobs, owner, policy="backfill+borrow", quotas={"a": 1, "b": 16, "c": 9}, nodes=3)
+    assert outcome.started[6] == 20
+    assert [t.borrowed for t in attempts(2)] == [True]  # a's run #2: job 6
+    assert outcome.started[5] == 1000
+    assert cluster.lost_gpu_seconds == 0
+
+
+def test_where_several_nodes_would_do_the_claim_stops_the_least_work(owner):
+    # Two full nodes: on node 0 a's job 2 (1 GPU) borrows from 0 beside a's 7; on node 1 a's job 4 (4 GPUs) borrows
+    # from 5 beside c's 4. At 10 b needs 1 GPU: either stop makes room. Job 4 is the youngest, but it has run 20
+    # GPU-seconds against job 2's 10: job 2 is stopped.
+    jobs = [
+        Job(1, 0, "a", 7, 1, 0, 1000),
+        Job(2, 0, "a", 1, 1, 0, 1000),
+        Job(3, 5, "c", 4, 1, 0, 1000),
+        Job(4, 5, "a", 4, 1, 0, 1000),
+        Job(5, 10, "b", 1, 1, 0, 100),
+    ]
+    outcome, cluster = replay(jobs, owner, quotas={"a": 7, "b": 1, "c": 4}, nodes=2)
+    assert outcome.started[5] == 10
+    assert [len(attempts(n)) for n in (2, 3)] == [2, 1]  # a's runs #2 and #3: jobs 2 and 4
+    assert cluster.lost_gpu_seconds == 10
