@@ -113,13 +113,13 @@ def replays(args: argparse.Namespace, owner) -> None:
           f"{offered:.0%} of the cluster's over that span. "
           f"Cluster: {nodes} nodes × 8 GPUs. Database: {engine}.")  # fmt: skip
     buckets = [name for name, _lo, _hi in SIZE_BUCKETS]
-    header = ["policy", "GPU util", "mean JCT", "p95 JCT"] + [f"p95 wait {b}" for b in buckets]
+    header = ["policy", "GPU util", "useful", "mean JCT", "p95 JCT"] + [f"p95 wait {b}" for b in buckets]
     header += ["max wait >8", "preempted", "lost", "unfinished", "wall"]
     label_width = max(30, *(len(s.label) + 1 for s in summaries))
-    widths = [label_width, 9, 9, 9] + [13] * len(buckets) + [13, 10, 7, 11, 8]
+    widths = [label_width, 9, 8, 9, 9] + [13] * len(buckets) + [13, 10, 7, 11, 8]
     print("".join(f"{h:>{w}}" if i else f"{h:<{w}}" for i, (h, w) in enumerate(zip(header, widths, strict=True))))
     for s in summaries:
-        cells = [s.label, f"{s.utilisation:.1%}", fmt_s(s.mean_jct), fmt_s(s.p95_jct)]
+        cells = [s.label, f"{s.utilisation:.1%}", f"{s.useful:.1%}", fmt_s(s.mean_jct), fmt_s(s.p95_jct)]
         cells += [fmt_s(s.p95_wait[b]) for b in buckets] + [fmt_s(s.starvation), str(s.preempted), f"{s.lost:.1%}"]
         cells += [str(s.unfinished), f"{s.wall_s:.0f}s"]
         print("".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True))))

@@ -401,6 +401,9 @@ class TaskRun(models.Model):
     class Meta:
         ordering = ["run_id", "created_at", "pk"]
         constraints = [models.UniqueConstraint(fields=["run", "node", "attempt"], name="jobs_taskrun_attempt_unique")]
+        # A run's waiting tasks, looked up run by run (the queue's groups, docs/scheduling.md): without it, a plan made
+        # from estimates of rows just inserted ANDed the run's few rows with every waiting task's, once per run.
+        indexes = [models.Index(fields=["run"], condition=models.Q(status="waiting"), name="jobs_taskrun_waiting_run")]
 
     def __str__(self) -> str:
         return f"{self.run} / {self.node} (attempt {self.attempt})"

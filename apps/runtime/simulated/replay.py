@@ -140,6 +140,12 @@ class Summary:
     preempted: int = 0  # workloads cancelled while running (preemptions)
     lost: float = 0.0  # the GPU-seconds they had run, / the cluster's GPU-seconds over the span
 
+    @property
+    def useful(self) -> float:
+        """The utilisation less the work preempted and run again (all of it, also what was lost after the span: a
+        lower bound)."""
+        return self.utilisation - self.lost
+
 
 def summarise(outcome: Outcome) -> Summary:
     trace, span = outcome.trace, outcome.trace.span or 1.0
