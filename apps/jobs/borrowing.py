@@ -168,7 +168,7 @@ class Borrowing:
         self.claiming.add(pool)
         if placed is not None:
             kept = [(i, _least(nodes[i].free, part)) for i, part in placed]
-            pools.take(pool, sum((part for _i, part in kept), Resources.none()), Resources.none(), placed=kept)
+            pools.take(pool, sum((part for _i, part in kept), Resources.none()), placed=kept)
         else:
             pools.take(pool, _least(free, need))
         return "; borrowed tasks of other projects are being preempted for it"
@@ -194,14 +194,12 @@ def _on_nodes(
         for holder, holds in room.holders:
             where[holder].append((i, holds))
     free = [room.free for room in nodes]
-    most = list(free)
-    for victim in order:
-        for i, holds in where.get(victim.pk, ()):
-            most[i] += holds
+    most = list(free)  # each node's room with every victim gone
     lost = [0.0] * len(nodes)  # GPU-seconds run by the victims on each node
     for victim in order:
         ran = (now - (victim.since or now)).total_seconds()
         for i, holds in where.get(victim.pk, ()):
+            most[i] += holds
             lost[i] += ran * holds.gpu
     cheapest = sorted(range(len(nodes)), key=lambda i: (lost[i], i))
     rooms = [replace(nodes[i], free=most[i]) for i in cheapest]

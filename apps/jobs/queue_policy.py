@@ -196,12 +196,8 @@ class Backfill:
     def nodes_kept(self, scope: Any, seconds: float | None) -> Reservation | None:
         """The reservation of nodes in `scope` that a task starting now and running `seconds` (None: undeclared)
         would still hold room past: the task may then take no more of a reserved node than its spare."""
-        reservation = self.reserved.get(scope)
-        if reservation is None or not reservation.spare:
-            return None
-        if seconds is not None and self.now + timedelta(seconds=seconds) <= reservation.at:
-            return None
-        return reservation
+        reservation = self._past(scope, seconds)
+        return reservation if reservation is not None and reservation.spare else None
 
     def blocker(self, scopes: list[Any], need: Resources, seconds: float | None) -> Reservation | None:
         """The reservation that a task fitting now in all `scopes` (needing `need` for at most `seconds`: its timeout,

@@ -145,7 +145,11 @@ class Queue:
 
     def _due(self) -> QuerySet[TaskRun]:
         """The unread tasks a pass may start now (not in a retry's backoff)."""
-        return self._rest().filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
+        return self._ready(self._rest())
+
+    def _ready(self, tasks: QuerySet[TaskRun]) -> QuerySet[TaskRun]:
+        """Those of `tasks` not in a retry's backoff."""
+        return tasks.filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
 
     def _chunk(self, size: int) -> list[TaskRun]:
         """The next `size` waiting tasks after the last one read, in dispatch order, with their runs."""
@@ -277,14 +281,14 @@ class BackfillQueue(Queue):
         if not self.stopped:
             return []
         changed: list[TaskRun] = []
+        # The tasks not read are the waiting ones but those read: listed so, not by the order's keyset, whose CASE on
+        # every row PostgreSQL planned as a nested loop over a queue just inserted (no statistics yet).
+        unread = self._ready(self.waiting).exclude(pk__in=self._read_ids)
         for group, reason in self._groups:
             stored = group["waiting_reason"]
             if reason == stored:
                 continue
-            # The tasks not read are the waiting ones but those read: listed so, not by the order's keyset, whose
-            # CASE on every row PostgreSQL planned as a nested loop over a queue just inserted (no statistics yet).
-            due = self.waiting.filter(Q(not_before__isnull=True) | Q(not_before__lte=self.now))
-            members = due.exclude(pk__in=self._read_ids).filter(
+            members = unread.filter(
                 run__project_id=group["run__project_id"],
                 replicas=group["replicas"],
                 timeout=group["timeout"],

@@ -106,12 +106,12 @@ class Pools:
         placed: list[tuple[int, Resources]] | None = None,
     ) -> None:
         """Debit `need` (`count` replicas of `replica`) from the pool, and from its nodes where they are known: those
-        of `placed` (node index, what it takes there), else where `placement` puts them."""
+        of `placed` (node index, what it takes there), else where `placement` puts them (neither: the total only)."""
         free = self._free.get(pool)
         if free is not None:
             self._free[pool] = free - need
         nodes = self._nodes.get(pool)
-        if nodes and replica is not None:
+        if nodes and (placed is not None or replica is not None):
             for i, part in placed if placed is not None else place_replicas(nodes, replica, count) or ():
                 nodes[i] = replace(nodes[i], free=nodes[i].free - part)
 
